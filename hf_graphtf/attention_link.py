@@ -1,0 +1,331 @@
+"""Attention link: each layer adds the previous layer's pre-softmax scores to its own.
+
+For one attention type (encoder self-attention, decoder self-attention or cross-attention),
+layer n computes per head ``S_n = A_n + L_{n-1}`` with ``A_n = Q_n K_n^T * s`` and
+
+* ``previous``:   ``L_{n-1} = A_{n-1}`` (the Attention Link paper), or
+* ``cumulative``: ``L_{n-1} = S_{n-1}`` (a running sum, as in RealFormer),
+
+then ``P_n = softmax(S_n + mask)``. Scores are carried before the mask, so a mask is never added twice.
+
+Two implementations compute the same thing:
+
+* **scores** (``attn_implementation="eager"``): materialise ``A_n``, add the carried scores, softmax.
+  The carry between layers is the score tensor itself.
+* **concat** (``attn_implementation="sdpa"``): because ``Q_n K_n^T + Q_{n-1} K_{n-1}^T`` equals
+  ``[Q_n | Q_{n-1}] [K_n | K_{n-1}]^T``, the linked scores are one fused SDPA call on queries and
+  keys concatenated along the head dimension (values unchanged). The carry is ``(Q, K)``; in
+  cumulative mode it is the growing concatenation. No score matrix is ever materialised.
+
+Both work with the KV cache: the carried keys of layer n-1 are that layer's full (cached) keys,
+and the carried queries or scores are those of the rows being decoded now, so incremental decoding
+sees exactly the rows a full forward pass would.
+
+This module travels with saved checkpoints (``trust_remote_code``): it imports only torch and
+Transformers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from transformers.cache_utils import Cache, EncoderDecoderCache
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from .layer_blocks import LayerCarry, add_and_norm, feed_forward
+
+#: attention implementations the link supports; anything else (flash, flex, paged) would drop it
+LINK_IMPLEMENTATIONS = ("eager", "sdpa")
+
+Link = tuple[torch.Tensor | None, torch.Tensor | None]
+
+
+def check_link_implementation(attn_implementation: str | None) -> None:
+    """Refuse attention kernels that cannot add the carried scores, instead of silently dropping them."""
+    if attn_implementation not in (*LINK_IMPLEMENTATIONS, None):
+        raise ValueError(
+            f"attention_link needs attn_implementation 'eager' or 'sdpa'; got {attn_implementation!r}. "
+            "Flash and flex kernels cannot add the previous layer's scores to the current ones."
+        )
+
+
+def project_qkv(
+    attn: nn.Module,
+    hidden_states: torch.Tensor,
+    key_value_states: torch.Tensor | None,
+    past_key_values: Cache | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Queries, keys and values of a Marian/BART attention module, with its KV-cache handling.
+
+    Mirrors the projection half of the vanilla attention forward so that the link can take over
+    the score computation while cache reads and updates stay exactly as in Transformers.
+    """
+    is_cross_attention = key_value_states is not None
+    query = attn.q_proj(hidden_states).view(*hidden_states.shape[:-1], -1, attn.head_dim).transpose(1, 2)
+
+    cache, is_updated = None, False
+    if past_key_values is not None:
+        if isinstance(past_key_values, EncoderDecoderCache):
+            is_updated = past_key_values.is_updated.get(attn.layer_idx)
+            cache = (
+                past_key_values.cross_attention_cache
+                if is_cross_attention
+                else past_key_values.self_attention_cache
+            )
+        else:
+            cache = past_key_values
+
+    current_states = key_value_states if is_cross_attention else hidden_states
+    if is_cross_attention and cache is not None and is_updated:
+        key = cache.layers[attn.layer_idx].keys
+        value = cache.layers[attn.layer_idx].values
+    else:
+        kv_shape = (*current_states.shape[:-1], -1, attn.head_dim)
+        key = attn.k_proj(current_states).view(kv_shape).transpose(1, 2)
+        value = attn.v_proj(current_states).view(kv_shape).transpose(1, 2)
+        if cache is not None:
+            key, value = cache.update(key, value, attn.layer_idx)
+            if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
+                past_key_values.is_updated[attn.layer_idx] = True
+    return query, key, value
+
+
+def _additive_mask(
+    attention_mask: torch.Tensor | None, module: nn.Module, scores: torch.Tensor
+) -> torch.Tensor | None:
+    """The mask as an additive float tensor, whatever form the mask builder produced for the kernel."""
+    if attention_mask is None:
+        q_len, k_len = scores.shape[-2:]
+        if not getattr(module, "is_causal", False) or q_len == 1:
+            return None
+        keep = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).tril(k_len - q_len)
+        attention_mask = keep
+    if attention_mask.dtype == torch.bool:
+        return torch.zeros((), dtype=scores.dtype, device=scores.device).masked_fill(
+            ~attention_mask, torch.finfo(scores.dtype).min
+        )
+    return attention_mask
+
+
+def linked_scores_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    link: Link,
+    *,
+    mode: str,
+    scaling: float,
+    dropout: float,
+) -> tuple[torch.Tensor, torch.Tensor, Link]:
+    """Eager linked attention: returns (output, probabilities actually used, carry for the next layer)."""
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    carried, carried_keys = link
+    if carried is not None and carried_keys is not None:  # the previous layer ran the concat kernel
+        carried = torch.matmul(carried, carried_keys.transpose(2, 3)) * scaling
+    linked = scores if carried is None else scores + carried
+    mask = _additive_mask(attention_mask, module, linked)
+    weights = nn.functional.softmax(linked if mask is None else linked + mask, dim=-1)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights, ((scores if mode == "previous" else linked), None)
+
+
+def linked_concat_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    link: Link,
+    *,
+    mode: str,
+    scaling: float,
+    dropout: float,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None, Link]:
+    """SDPA linked attention on head-dim-concatenated queries and keys (no score matrix materialised)."""
+    carried_queries, carried_keys = link
+    if carried_queries is not None:
+        query_cat = torch.cat([query, carried_queries], dim=-1)
+        key_cat = torch.cat([key, carried_keys], dim=-1)
+    else:
+        query_cat, key_cat = query, key
+    kwargs.pop("output_attentions", None)
+    output, _ = sdpa_attention_forward(
+        module, query_cat, key_cat, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+    )
+    carry = (query, key) if mode == "previous" else (query_cat, key_cat)
+    return output, None, carry
+
+
+class LinkedAttentionMixin:
+    """Turns a Marian/BART attention module into a linked one; adds no parameters.
+
+    The forward takes the previous layer's carry and returns this layer's, after the usual
+    ``(output, weights)`` so that Transformers' output capturing (index 1) keeps working.
+    """
+
+    link_mode: str = "previous"
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        attention_mask: torch.Tensor | None = None,
+        link: Link = (None, None),
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, Link]:
+        query, key, value = project_qkv(self, hidden_states, key_value_states, past_key_values)
+        implementation = self.config._attn_implementation
+        check_link_implementation(implementation)
+        dropout = self.dropout if self.training else 0.0
+        needs_scores = (
+            implementation == "eager"
+            or kwargs.get("output_attentions", False)
+            # a score carry cannot be turned back into queries and keys
+            or (link[0] is not None and link[1] is None)
+        )
+        if needs_scores:
+            output, weights, carry = linked_scores_attention(
+                self,
+                query,
+                key,
+                value,
+                attention_mask,
+                link,
+                mode=self.link_mode,
+                scaling=self.scaling,
+                dropout=dropout,
+            )
+        else:
+            output, weights, carry = linked_concat_attention(
+                self,
+                query,
+                key,
+                value,
+                attention_mask,
+                link,
+                mode=self.link_mode,
+                scaling=self.scaling,
+                dropout=dropout,
+                **kwargs,
+            )
+        output = self.out_proj(output.reshape(*hidden_states.shape[:-1], -1).contiguous())
+        return output, weights, carry
+
+
+def rebuild_as(attn: nn.Module, cls: type[nn.Module], link_mode: str) -> nn.Module:
+    """A fresh `cls` attention with the same shape and flags as `attn` (same parameter names)."""
+    new = cls(
+        embed_dim=attn.embed_dim,
+        num_heads=attn.num_heads,
+        dropout=attn.dropout,
+        is_decoder=attn.is_decoder,
+        bias=attn.k_proj.bias is not None,
+        is_causal=attn.is_causal,
+        config=attn.config,
+        layer_idx=attn.layer_idx,
+    )
+    new.link_mode = link_mode
+    return new
+
+
+class LinkedEncoderLayerMixin:
+    """Encoder layer whose self-attention is linked to the previous layer's.
+
+    The carry is read from and written to `layer_carry` in ``__call__``, outside ``forward``, so
+    that it enters ``forward`` as a positional tensor argument: gradient checkpointing (reentrant or
+    not) then treats it as a real input and recomputes the layer with the right scores.
+    """
+
+    linked_attention_class: type[nn.Module]
+
+    def __init__(self, config, layer_idx: int | None = None):
+        super().__init__(config, layer_idx=layer_idx)
+        self.self_attn = rebuild_as(self.self_attn, self.linked_attention_class, config.attention_link_mode)
+
+    def __call__(
+        self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs
+    ):
+        link = layer_carry.get("encoder", (None, None)) if layer_carry is not None else (None, None)
+        hidden_states, *carry = super().__call__(hidden_states, attention_mask, *link, **kwargs)
+        if layer_carry is not None:
+            layer_carry["encoder"] = tuple(carry)
+        return hidden_states
+
+    def forward(self, hidden_states, attention_mask, link_a=None, link_b=None, **kwargs):
+        attn_output, _, (link_a, link_b) = self.self_attn(
+            hidden_states, attention_mask=attention_mask, link=(link_a, link_b), **kwargs
+        )
+        hidden_states = add_and_norm(self, hidden_states, attn_output, self.self_attn_layer_norm)
+        return feed_forward(self, hidden_states, clamp_fp16=True), link_a, link_b
+
+
+class LinkedDecoderLayerMixin:
+    """Decoder layer whose self- and cross-attention are each linked to the previous layer's."""
+
+    linked_attention_class: type[nn.Module]
+
+    def __init__(self, config, layer_idx: int | None = None):
+        super().__init__(config, layer_idx=layer_idx)
+        mode = config.attention_link_mode
+        self.self_attn = rebuild_as(self.self_attn, self.linked_attention_class, mode)
+        self.encoder_attn = rebuild_as(self.encoder_attn, self.linked_attention_class, mode)
+
+    def __call__(
+        self,
+        hidden_states,
+        attention_mask=None,
+        encoder_hidden_states=None,
+        *,
+        layer_carry: LayerCarry | None = None,
+        **kwargs,
+    ):
+        carry = layer_carry if layer_carry is not None else LayerCarry()
+        links = (*carry.get("self", (None, None)), *carry.get("cross", (None, None)))
+        hidden_states, *links = super().__call__(
+            hidden_states, attention_mask, encoder_hidden_states, *links, **kwargs
+        )
+        carry["self"], carry["cross"] = tuple(links[:2]), tuple(links[2:])
+        return hidden_states
+
+    def forward(
+        self,
+        hidden_states,
+        attention_mask=None,
+        encoder_hidden_states=None,
+        self_link_a=None,
+        self_link_b=None,
+        cross_link_a=None,
+        cross_link_b=None,
+        encoder_attention_mask=None,
+        past_key_values=None,
+        use_cache=True,
+        **kwargs,
+    ):
+        attn_output, _, self_link = self.self_attn(
+            hidden_states,
+            past_key_values=past_key_values,
+            attention_mask=attention_mask,
+            link=(self_link_a, self_link_b),
+            **kwargs,
+        )
+        hidden_states = add_and_norm(self, hidden_states, attn_output, self.self_attn_layer_norm)
+        cross_link = (cross_link_a, cross_link_b)
+        if encoder_hidden_states is not None:
+            attn_output, _, cross_link = self.encoder_attn(
+                hidden_states,
+                key_value_states=encoder_hidden_states,
+                attention_mask=encoder_attention_mask,
+                past_key_values=past_key_values,
+                link=cross_link,
+                **kwargs,
+            )
+            hidden_states = add_and_norm(self, hidden_states, attn_output, self.encoder_attn_layer_norm)
+        hidden_states = feed_forward(self, hidden_states, clamp_fp16=False)
+        return hidden_states, *self_link, *cross_link

@@ -1,0 +1,165 @@
+"""Configurations for the graph-group and attention-link variants of Marian and BART.
+
+The new fields live in one mixin so that both families validate them the same way. Validation
+raises a plain `ValueError` naming the field, the value and the allowed values, because that is
+what a user catches and reads; the `@strict` type checks of the parent configs raise a different
+exception type, so the new fields are deliberately kept out of them.
+
+This module travels with saved checkpoints (``trust_remote_code``): it imports only Transformers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from transformers import BartConfig, MarianConfig
+
+ATTENTION_LINK_CHOICES = ("none", "encoder", "decoder", "both")
+ATTENTION_LINK_MODES = ("previous", "cumulative")
+GRAPH_FUSIONS = ("gate", "sum", "self_gate")
+
+#: The option fields and their defaults. With every field at its default the model is vanilla.
+GRAPH_OPTION_DEFAULTS: dict[str, Any] = {
+    "attention_link": "none",
+    "attention_link_mode": "previous",
+    "graph_attention": False,
+    "graph_fusion": "gate",
+    "graph_half_dim": False,
+    "graph_shared_qkv": False,
+}
+
+
+def _check_choice(config_name: str, field: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        choices = ", ".join(repr(a) for a in allowed)
+        raise ValueError(f"{config_name}.{field} must be one of {choices}; got {value!r}.")
+
+
+def _check_bool(config_name: str, field: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{config_name}.{field} must be True or False; got {value!r}.")
+
+
+def validate_graph_options(config: Any) -> None:
+    """Raise a `ValueError` naming the field if any graph or link option is invalid.
+
+    Called at construction and again when a model is built, so that a field changed after
+    construction (``config.attention_link = "enc"``) is still caught before it can be ignored.
+    """
+    name = type(config).__name__
+    _check_choice(name, "attention_link", config.attention_link, ATTENTION_LINK_CHOICES)
+    _check_choice(name, "attention_link_mode", config.attention_link_mode, ATTENTION_LINK_MODES)
+    _check_bool(name, "graph_attention", config.graph_attention)
+    _check_choice(name, "graph_fusion", config.graph_fusion, GRAPH_FUSIONS)
+    _check_bool(name, "graph_half_dim", config.graph_half_dim)
+    _check_bool(name, "graph_shared_qkv", config.graph_shared_qkv)
+    if config.graph_attention and config.attention_link in ("encoder", "both"):
+        raise ValueError(
+            f"{name}.attention_link={config.attention_link!r} links the encoder, which cannot be combined with "
+            "graph_attention=True (neither paper defines it); allowed with graph_attention: 'none', 'decoder'."
+        )
+    if config.graph_attention and config.graph_half_dim:
+        half, heads = config.d_model // 2, config.encoder_attention_heads
+        if config.d_model % 2 or half % heads:
+            raise ValueError(
+                f"{name}.graph_half_dim=True needs d_model/2 divisible by encoder_attention_heads; "
+                f"got d_model={config.d_model}, encoder_attention_heads={heads}."
+            )
+
+
+class GraphOptionsMixin:
+    """Option handling shared by `GraphMarianConfig` and `GraphBartConfig`."""
+
+    #: the vanilla model type whose checkpoints these configs may load (all options then default)
+    vanilla_model_type: ClassVar[str]
+
+    def _finish_graph_options(self) -> None:
+        validate_graph_options(self)
+
+    @property
+    def links_encoder(self) -> bool:
+        """True when encoder self-attention carries scores across layers."""
+        return self.attention_link in ("encoder", "both")
+
+    @property
+    def links_decoder(self) -> bool:
+        """True when decoder self- and cross-attention carry scores across layers."""
+        return self.attention_link in ("decoder", "both")
+
+    @property
+    def is_vanilla(self) -> bool:
+        """True when no option changes what the model computes."""
+        return self.attention_link == "none" and not self.graph_attention
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):
+        # Accept our own checkpoints and vanilla ones of the same family (all options then take their
+        # defaults); refuse any other family instead of building a silently mismatched model.
+        model_type = config_dict.get("model_type")
+        if model_type is not None and model_type not in (cls.model_type, cls.vanilla_model_type):
+            raise ValueError(
+                f"{cls.__name__} cannot load a checkpoint of model type {model_type!r}: it loads "
+                f"{cls.model_type!r} and vanilla {cls.vanilla_model_type!r} checkpoints only. Use the matching "
+                "class or AutoModelForSeq2SeqLM."
+            )
+        return super().from_dict(config_dict, **kwargs)
+
+
+class GraphMarianConfig(GraphOptionsMixin, MarianConfig):
+    r"""`MarianConfig` plus the graph-group attention and attention-link options.
+
+    Args:
+        attention_link (`str`, defaults to `"none"`):
+            Which stacks carry pre-softmax attention scores from layer to layer: `"none"`, `"encoder"`
+            (encoder self-attention), `"decoder"` (decoder self- and cross-attention) or `"both"`.
+        attention_link_mode (`str`, defaults to `"previous"`):
+            `"previous"` adds the previous layer's own scaled scores (the Attention Link paper);
+            `"cumulative"` adds the previous layer's linked scores (a running sum, as in RealFormer).
+        graph_attention (`bool`, defaults to `False`):
+            Replace encoder self-attention in layers 1.. with graph-group attention (high, middle and
+            low order subgraphs over the previous and the incremental representation).
+        graph_fusion (`str`, defaults to `"gate"`):
+            How the subgraph groups are fused: `"sum"`, `"gate"` (sigmoid gate) or `"self_gate"`.
+        graph_half_dim (`bool`, defaults to `False`):
+            The three group attentions work in d_model/2.
+        graph_shared_qkv (`bool`, defaults to `False`):
+            One attention module (`self_attn`) serves all three group attentions.
+    """
+
+    model_type = "graph_marian"
+    vanilla_model_type = "marian"
+
+    attention_link: Any = "none"
+    attention_link_mode: Any = "previous"
+    graph_attention: Any = False
+    graph_fusion: Any = "gate"
+    graph_half_dim: Any = False
+    graph_shared_qkv: Any = False
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        self._finish_graph_options()
+
+
+class GraphBartConfig(GraphOptionsMixin, BartConfig):
+    r"""`BartConfig` plus the graph-group attention and attention-link options.
+
+    The option fields mean the same as in [`GraphMarianConfig`].
+    """
+
+    model_type = "graph_bart"
+    vanilla_model_type = "bart"
+
+    attention_link: Any = "none"
+    attention_link_mode: Any = "previous"
+    graph_attention: Any = False
+    graph_fusion: Any = "gate"
+    graph_half_dim: Any = False
+    graph_shared_qkv: Any = False
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        self._finish_graph_options()
+
+
+__all__ = ["GraphBartConfig", "GraphMarianConfig", "validate_graph_options", "GRAPH_OPTION_DEFAULTS"]

@@ -1,0 +1,162 @@
+"""Graph-group encoder attention (multi-order subgraphs), for encoder layers 1..N-1.
+
+Layer 0 is a standard encoder layer, ``f_0 = Layer_0(x)``. Layer n >= 1 receives the previous
+representation ``P`` and the full one ``F = P + I`` (so the incremental one is ``I = F - P``) and
+replaces self-attention by three subgraph groups:
+
+* high order:   ``a_h  = self_attn(query=I, key=value=I)``
+* middle order: ``a_m  = mid_attn_inc(query=I, key=value=P) + mid_attn_prev(query=P, key=value=I)``
+* low order:    ``a_l  = low_proj(P)``
+
+fused by ``sum``, a sigmoid ``gate`` or a one-head ``self_gate`` over the four group vectors of each
+position. The fused vector takes the place of the self-attention output in the layer's usual
+post-LN block, and the next layer gets ``P' = F``. Submodule names are part of the checkpoint format.
+
+This module travels with saved checkpoints (``trust_remote_code``): it imports only torch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .layer_blocks import LayerCarry, add_and_norm, feed_forward
+
+
+class SelfGate(nn.Module):
+    """One-head self-attention over the four group vectors ``[a_h, a_m1, a_m2, a_l]`` of a position.
+
+    Returns the mean of the four attended rows and, for analysis, the weight each group receives in
+    that mean (the column means of the 4x4 attention matrix; they sum to 1 per position).
+    """
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.scaling = 1.0 / math.sqrt(d_model)
+
+    def forward(self, groups: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scores = torch.matmul(self.q_proj(groups), self.k_proj(groups).transpose(-1, -2)) * self.scaling
+        group_weights = nn.functional.softmax(scores, dim=-1).mean(dim=-2)  # (..., 4)
+        fused = torch.matmul(group_weights.unsqueeze(-2), self.v_proj(groups)).squeeze(-2)
+        return fused, group_weights
+
+
+def fuse_groups(
+    fusion: str,
+    high: torch.Tensor,
+    middle_inc: torch.Tensor,
+    middle_prev: torch.Tensor,
+    low: torch.Tensor,
+    self_gate: SelfGate | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Fuse the subgraph groups; returns ``(g, gate)`` where gate is what the analysis reports.
+
+    ``gate`` is the sigmoid gate ``w`` (per position and feature) for ``"gate"``, the per-position
+    weight of each of the four groups for ``"self_gate"``, and None for ``"sum"``.
+    """
+    if fusion == "sum":
+        return high + middle_inc + middle_prev + low, None
+    if fusion == "gate":
+        attended = high + middle_inc + middle_prev
+        gate = torch.sigmoid(attended + low)
+        return gate * attended + (1 - gate) * low, gate
+    if fusion == "self_gate":
+        return self_gate(torch.stack([high, middle_inc, middle_prev, low], dim=-2))
+    raise ValueError(f"graph_fusion must be one of 'gate', 'sum', 'self_gate'; got {fusion!r}.")
+
+
+def build_group_attention(attention_class: type[nn.Module], config, half_dim: bool) -> nn.Module:
+    """A Marian/BART encoder attention; with `half_dim` it projects d -> d/2 and maps back to d."""
+    d_model = config.d_model
+    inner = d_model // 2 if half_dim else d_model
+    attn = attention_class(
+        embed_dim=inner,
+        num_heads=config.encoder_attention_heads,
+        dropout=config.attention_dropout,
+        config=config,
+    )
+    if half_dim:
+        attn.q_proj = nn.Linear(d_model, inner)
+        attn.k_proj = nn.Linear(d_model, inner)
+        attn.v_proj = nn.Linear(d_model, inner)
+        attn.out_proj = nn.Linear(inner, d_model)
+    return attn
+
+
+class GraphInputRecorderMixin:
+    """Encoder layer 0 of a graph encoder: a standard layer that hands its input x on as P_1."""
+
+    def __call__(
+        self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs
+    ):
+        output = super().__call__(hidden_states, attention_mask, **kwargs)
+        if layer_carry is not None:
+            layer_carry["graph_previous"] = hidden_states
+        return output
+
+
+class GraphEncoderLayerMixin:
+    """Encoder layer n >= 1 with graph-group self-attention.
+
+    P arrives through `layer_carry` in ``__call__`` and enters ``forward`` as a positional tensor,
+    so gradient checkpointing sees it as an input. ``forward`` returns ``(f_n, gate)``; the gate is
+    what ``output_graph_gates=True`` collects.
+    """
+
+    group_attention_class: type[nn.Module]
+
+    def __init__(self, config, layer_idx: int | None = None):
+        super().__init__(config, layer_idx=layer_idx)
+        half_dim = config.graph_half_dim
+        if half_dim:
+            self.self_attn = build_group_attention(self.group_attention_class, config, half_dim)
+        self.graph_shared_qkv = config.graph_shared_qkv
+        if not self.graph_shared_qkv:
+            self.mid_attn_inc = build_group_attention(self.group_attention_class, config, half_dim)
+            self.mid_attn_prev = build_group_attention(self.group_attention_class, config, half_dim)
+        self.low_proj = nn.Linear(config.d_model, config.d_model)
+        self.graph_fusion = config.graph_fusion
+        if self.graph_fusion == "self_gate":
+            self.self_gate = SelfGate(config.d_model)
+
+    def __call__(
+        self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs
+    ):
+        if layer_carry is None or layer_carry.get("graph_previous") is None:
+            raise ValueError(
+                f"{type(self).__name__} needs the previous representation P; it runs inside a graph encoder "
+                "after a standard layer 0, not on its own."
+            )
+        hidden_states_out, _ = super().__call__(
+            hidden_states, attention_mask, layer_carry["graph_previous"], **kwargs
+        )
+        layer_carry["graph_previous"] = hidden_states
+        return hidden_states_out
+
+    def forward(self, hidden_states, attention_mask, previous, **kwargs):
+        full, prev = hidden_states, previous
+        incremental = full - prev
+        high, _ = self.self_attn(incremental, attention_mask=attention_mask, **kwargs)
+        if self.graph_shared_qkv:
+            # The shared module's own forward, not __call__: only the high-order call above is
+            # recorded as this layer's attention by `output_attentions`.
+            middle_inc_attn = middle_prev_attn = self.self_attn.forward
+        else:
+            middle_inc_attn, middle_prev_attn = self.mid_attn_inc, self.mid_attn_prev
+        middle_inc, _ = middle_inc_attn(
+            incremental, key_value_states=prev, attention_mask=attention_mask, **kwargs
+        )
+        middle_prev, _ = middle_prev_attn(
+            prev, key_value_states=incremental, attention_mask=attention_mask, **kwargs
+        )
+        low = self.low_proj(prev)
+        fused, gate = fuse_groups(
+            self.graph_fusion, high, middle_inc, middle_prev, low, getattr(self, "self_gate", None)
+        )
+        hidden_states = add_and_norm(self, full, fused, self.self_attn_layer_norm)
+        return feed_forward(self, hidden_states, clamp_fp16=True), gate

@@ -1,0 +1,43 @@
+"""Pieces shared by the linked and graph layers: the per-forward carry and the post-LN blocks.
+
+The residual/LayerNorm and feed-forward blocks are the ones of Marian and BART layers (post-LN),
+written once so the new layers compute them exactly like the vanilla ones.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class LayerCarry(dict):
+    """What one layer hands to the next within a single forward pass of a stack.
+
+    Keys: ``"encoder"``, ``"self"``, ``"cross"`` (attention-link carries) and ``"graph_previous"``
+    (the previous representation P of graph-group attention). A stack creates a fresh carry per
+    forward call; nothing survives across calls (incremental decoding recomputes it per step).
+    """
+
+
+def add_and_norm(
+    layer: nn.Module, residual: torch.Tensor, update: torch.Tensor, norm: nn.Module
+) -> torch.Tensor:
+    """``norm(residual + dropout(update))``: the post-LN residual block of Marian/BART layers."""
+    update = nn.functional.dropout(update, p=layer.dropout, training=layer.training)
+    return norm(residual + update)
+
+
+def feed_forward(layer: nn.Module, hidden_states: torch.Tensor, *, clamp_fp16: bool) -> torch.Tensor:
+    """The position-wise feed-forward block with its residual and final LayerNorm.
+
+    `clamp_fp16` reproduces the encoder layers' guard against fp16 overflow.
+    """
+    residual = hidden_states
+    hidden_states = layer.activation_fn(layer.fc1(hidden_states))
+    hidden_states = nn.functional.dropout(hidden_states, p=layer.activation_dropout, training=layer.training)
+    hidden_states = layer.fc2(hidden_states)
+    hidden_states = add_and_norm(layer, residual, hidden_states, layer.final_layer_norm)
+    if clamp_fp16 and hidden_states.dtype == torch.float16 and not torch.isfinite(hidden_states).all():
+        clamp_value = torch.finfo(hidden_states.dtype).max - 1000
+        hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+    return hidden_states
