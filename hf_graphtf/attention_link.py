@@ -70,9 +70,7 @@ def project_qkv(
         if isinstance(past_key_values, EncoderDecoderCache):
             is_updated = past_key_values.is_updated.get(attn.layer_idx)
             cache = (
-                past_key_values.cross_attention_cache
-                if is_cross_attention
-                else past_key_values.self_attention_cache
+                past_key_values.cross_attention_cache if is_cross_attention else past_key_values.self_attention_cache
             )
         else:
             cache = past_key_values
@@ -92,9 +90,7 @@ def project_qkv(
     return query, key, value
 
 
-def _additive_mask(
-    attention_mask: torch.Tensor | None, module: nn.Module, scores: torch.Tensor
-) -> torch.Tensor | None:
+def _additive_mask(attention_mask: torch.Tensor | None, module: nn.Module, scores: torch.Tensor) -> torch.Tensor | None:
     """The mask as an additive float tensor, whatever form the mask builder produced for the kernel."""
     if attention_mask is None:
         q_len, k_len = scores.shape[-2:]
@@ -249,9 +245,7 @@ class LinkedEncoderLayerMixin:
         super().__init__(config, layer_idx=layer_idx)
         self.self_attn = rebuild_as(self.self_attn, self.linked_attention_class, config.attention_link_mode)
 
-    def __call__(
-        self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs
-    ):
+    def __call__(self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs):
         link = layer_carry.get("encoder", (None, None)) if layer_carry is not None else (None, None)
         hidden_states, *carry = super().__call__(hidden_states, attention_mask, *link, **kwargs)
         if layer_carry is not None:
@@ -288,9 +282,7 @@ class LinkedDecoderLayerMixin:
     ):
         carry = layer_carry if layer_carry is not None else LayerCarry()
         links = (*carry.get("self", (None, None)), *carry.get("cross", (None, None)))
-        hidden_states, *links = super().__call__(
-            hidden_states, attention_mask, encoder_hidden_states, *links, **kwargs
-        )
+        hidden_states, *links = super().__call__(hidden_states, attention_mask, encoder_hidden_states, *links, **kwargs)
         carry["self"], carry["cross"] = tuple(links[:2]), tuple(links[2:])
         return hidden_states
 

@@ -91,9 +91,7 @@ def build_group_attention(attention_class: type[nn.Module], config, half_dim: bo
 class GraphInputRecorderMixin:
     """Encoder layer 0 of a graph encoder: a standard layer that hands its input x on as P_1."""
 
-    def __call__(
-        self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs
-    ):
+    def __call__(self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs):
         output = super().__call__(hidden_states, attention_mask, **kwargs)
         if layer_carry is not None:
             layer_carry["graph_previous"] = hidden_states
@@ -124,17 +122,13 @@ class GraphEncoderLayerMixin:
         if self.graph_fusion == "self_gate":
             self.self_gate = SelfGate(config.d_model)
 
-    def __call__(
-        self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs
-    ):
+    def __call__(self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs):
         if layer_carry is None or layer_carry.get("graph_previous") is None:
             raise ValueError(
                 f"{type(self).__name__} needs the previous representation P; it runs inside a graph encoder "
                 "after a standard layer 0, not on its own."
             )
-        hidden_states_out, _ = super().__call__(
-            hidden_states, attention_mask, layer_carry["graph_previous"], **kwargs
-        )
+        hidden_states_out, _ = super().__call__(hidden_states, attention_mask, layer_carry["graph_previous"], **kwargs)
         layer_carry["graph_previous"] = hidden_states
         return hidden_states_out
 
@@ -148,12 +142,8 @@ class GraphEncoderLayerMixin:
             middle_inc_attn = middle_prev_attn = self.self_attn.forward
         else:
             middle_inc_attn, middle_prev_attn = self.mid_attn_inc, self.mid_attn_prev
-        middle_inc, _ = middle_inc_attn(
-            incremental, key_value_states=prev, attention_mask=attention_mask, **kwargs
-        )
-        middle_prev, _ = middle_prev_attn(
-            prev, key_value_states=incremental, attention_mask=attention_mask, **kwargs
-        )
+        middle_inc, _ = middle_inc_attn(incremental, key_value_states=prev, attention_mask=attention_mask, **kwargs)
+        middle_prev, _ = middle_prev_attn(prev, key_value_states=incremental, attention_mask=attention_mask, **kwargs)
         low = self.low_proj(prev)
         fused, gate = fuse_groups(
             self.graph_fusion, high, middle_inc, middle_prev, low, getattr(self, "self_gate", None)

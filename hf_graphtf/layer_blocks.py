@@ -19,9 +19,7 @@ class LayerCarry(dict):
     """
 
 
-def add_and_norm(
-    layer: nn.Module, residual: torch.Tensor, update: torch.Tensor, norm: nn.Module
-) -> torch.Tensor:
+def add_and_norm(layer: nn.Module, residual: torch.Tensor, update: torch.Tensor, norm: nn.Module) -> torch.Tensor:
     """``norm(residual + dropout(update))``: the post-LN residual block of Marian/BART layers."""
     update = nn.functional.dropout(update, p=layer.dropout, training=layer.training)
     return norm(residual + update)

@@ -89,9 +89,7 @@ class GraphBartModel(GraphGatesOutputMixin, GraphStacksMixin, GraphPreTrainedMix
     remote_code_classes = _REMOTE_CODE_CLASSES
 
 
-class GraphBartForConditionalGeneration(
-    GraphGatesOutputMixin, GraphPreTrainedMixin, BartForConditionalGeneration
-):
+class GraphBartForConditionalGeneration(GraphGatesOutputMixin, GraphPreTrainedMixin, BartForConditionalGeneration):
     """`BartForConditionalGeneration` (translation head, `generate()`) with the options of [`GraphBartConfig`]."""
 
     config: GraphBartConfig
