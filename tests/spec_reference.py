@@ -1,0 +1,151 @@
+"""A plain re-computation of SPEC.md's formulas from a model's own weights.
+
+Deliberately naive: explicit per-layer loops, explicit masks, every projection done with
+`F.linear` on the stored weights. Nothing here calls the package's attention, link or graph code,
+so agreement with the model is evidence that the model computes what SPEC.md says. Eval mode
+(no dropout), post-LN layers as in Marian and BART.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+NEG = -1e30
+
+
+def _linear(module, x):
+    return F.linear(x, module.weight, module.bias)
+
+
+def _heads(x, num_heads):
+    batch, length, width = x.shape
+    return x.view(batch, length, num_heads, width // num_heads).transpose(1, 2)
+
+
+def attention(attn, query_states, kv_states, mask, link=None, mode="previous"):
+    """Return (output, probabilities, carry) of one attention call, with an optional link term.
+
+    `mask` is additive of shape (batch, 1, q_len, k_len) or None; `link` is the previous layer's
+    carry: its raw scaled scores A (mode "previous") or its linked scores S (mode "cumulative").
+    """
+    heads = attn.num_heads
+    q = _heads(_linear(attn.q_proj, query_states), heads)
+    k = _heads(_linear(attn.k_proj, kv_states), heads)
+    v = _heads(_linear(attn.v_proj, kv_states), heads)
+    scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # A_n
+    linked = scores if link is None else scores + link  # S_n
+    probs = torch.softmax(linked if mask is None else linked + mask, dim=-1)
+    out = (probs @ v).transpose(1, 2).reshape(query_states.shape[0], query_states.shape[1], -1)
+    carry = scores if mode == "previous" else linked
+    return _linear(attn.out_proj, out), probs, carry
+
+
+def _ffn_block(layer, h):
+    act = layer.activation_fn
+    ff = _linear(layer.fc2, act(_linear(layer.fc1, h)))
+    return F.layer_norm(h + ff, h.shape[-1:], layer.final_layer_norm.weight, layer.final_layer_norm.bias)
+
+
+def _norm(ln, x):
+    return F.layer_norm(x, x.shape[-1:], ln.weight, ln.bias)
+
+
+def padding_mask(attention_mask, q_len, dtype):
+    keep = attention_mask[:, None, None, :].to(torch.bool).expand(-1, 1, q_len, -1)
+    return torch.zeros(keep.shape, dtype=dtype).masked_fill(~keep, NEG)
+
+
+def causal_mask(batch, length, dtype):
+    keep = torch.ones(length, length, dtype=torch.bool).tril()
+    return torch.zeros(batch, 1, length, length, dtype=dtype).masked_fill(~keep, NEG)
+
+
+def fuse(layer, config, a_h, a_m1, a_m2, a_l):
+    """SPEC's three fusions; returns (g, gate) with the gate the model reports (None for sum)."""
+    if config.graph_fusion == "sum":
+        return a_h + a_m1 + a_m2 + a_l, None
+    if config.graph_fusion == "gate":
+        w = torch.sigmoid(a_h + a_m1 + a_m2 + a_l)
+        return w * (a_h + a_m1 + a_m2) + (1 - w) * a_l, w
+    gate = layer.self_gate
+    rows = torch.stack([a_h, a_m1, a_m2, a_l], dim=-2)  # (B, T, 4, d)
+    q, k, v = _linear(gate.q_proj, rows), _linear(gate.k_proj, rows), _linear(gate.v_proj, rows)
+    probs = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(rows.shape[-1]), dim=-1)
+    rf = probs @ v
+    return rf.sum(dim=-2) / 4, probs.mean(dim=-2)
+
+
+def encoder(model, x, attention_mask):
+    """Encoder output from x (embeddings after position and, for BART, embedding LayerNorm)."""
+    config = model.config
+    enc = model.get_encoder()
+    mask = padding_mask(attention_mask, x.shape[1], x.dtype)
+    link_on = config.attention_link in ("encoder", "both")
+    link, probs_all, gates = None, [], []
+    h = x
+    previous = None
+    for n, layer in enumerate(enc.layers):
+        if config.graph_attention and n >= 1:
+            full, prev = h, previous
+            inc = full - prev
+            mid_inc = layer.self_attn if config.graph_shared_qkv else layer.mid_attn_inc
+            mid_prev = layer.self_attn if config.graph_shared_qkv else layer.mid_attn_prev
+            a_h, probs, _ = attention(layer.self_attn, inc, inc, mask)
+            a_m1, _, _ = attention(mid_inc, inc, prev, mask)
+            a_m2, _, _ = attention(mid_prev, prev, inc, mask)
+            a_l = _linear(layer.low_proj, prev)
+            g, gate = fuse(layer, config, a_h, a_m1, a_m2, a_l)
+            gates.append(gate)
+            new_h = _ffn_block(layer, _norm(layer.self_attn_layer_norm, full + g))
+        else:
+            a, probs, carry = attention(
+                layer.self_attn, h, h, mask, link if link_on else None, config.attention_link_mode
+            )
+            link = carry
+            new_h = _ffn_block(layer, _norm(layer.self_attn_layer_norm, h + a))
+        probs_all.append(probs)
+        previous, h = h, new_h
+    return h, probs_all, gates
+
+
+def decoder_logits(model, y, encoder_out, attention_mask):
+    """LM logits for decoder input embeddings y (teacher forcing, no cache)."""
+    config = model.config
+    dec = model.get_decoder()
+    self_mask = causal_mask(y.shape[0], y.shape[1], y.dtype)
+    cross_mask = padding_mask(attention_mask, y.shape[1], y.dtype)
+    link_on = config.attention_link in ("decoder", "both")
+    mode = config.attention_link_mode
+    self_link = cross_link = None
+    self_probs, cross_probs = [], []
+    h = y
+    for layer in dec.layers:
+        a, p_self, self_carry = attention(layer.self_attn, h, h, self_mask, self_link, mode)
+        h = _norm(layer.self_attn_layer_norm, h + a)
+        a, p_cross, cross_carry = attention(layer.encoder_attn, h, encoder_out, cross_mask, cross_link, mode)
+        h = _norm(layer.encoder_attn_layer_norm, h + a)
+        h = _ffn_block(layer, h)
+        if link_on:
+            self_link, cross_link = self_carry, cross_carry
+        self_probs.append(p_self)
+        cross_probs.append(p_cross)
+    logits = F.linear(h, model.lm_head.weight) + model.final_logits_bias
+    return logits, self_probs, cross_probs
+
+
+def embeddings(model, input_ids, decoder_input_ids):
+    """Inputs of encoder and decoder layer 0, taken from the model's hidden-state outputs.
+
+    The embedding layers are vanilla Transformers code that the options never touch; the
+    hidden-state outputs expose exactly what enters layer 0.
+    """
+    out = model(
+        input_ids=input_ids,
+        attention_mask=torch.ones_like(input_ids),
+        decoder_input_ids=decoder_input_ids,
+        output_hidden_states=True,
+    )
+    return out.encoder_hidden_states[0], out.decoder_hidden_states[0]

@@ -1,0 +1,235 @@
+"""The model battery: one list of checks run over every (family x options) combination."""
+
+from __future__ import annotations
+
+import pytest
+import spec_reference as ref
+import torch
+from model_matrix import (
+    FAMILIES,
+    GENERATION_MATRIX,
+    OPTION_MATRIX,
+    PAD,
+    source_batch,
+    target_batch,
+    tiny_config,
+    tiny_model,
+)
+from transformers import BartForConditionalGeneration, MarianMTModel
+
+VANILLA_CLASSES = {"marian": MarianMTModel, "bart": BartForConditionalGeneration}
+options_params = pytest.mark.parametrize("options", list(OPTION_MATRIX), ids=list(OPTION_MATRIX))
+
+
+def _forward(model, **extra):
+    input_ids, attention_mask = source_batch()
+    return model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=target_batch(), **extra)
+
+
+# --- vanilla equivalence -------------------------------------------------------------------------
+
+
+def test_default_options_are_vanilla_both_ways(family, tmp_path):
+    graph = tiny_model(family)
+    vanilla = VANILLA_CLASSES[family](graph.config).to(torch.float64).eval()
+    assert set(graph.state_dict()) == set(vanilla.state_dict())
+    vanilla.load_state_dict(graph.state_dict())
+    torch.testing.assert_close(_forward(graph).logits, _forward(vanilla).logits, rtol=0, atol=0)
+
+    input_ids, attention_mask = source_batch()
+    gen = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6, num_beams=3)
+    assert torch.equal(graph.generate(**gen), vanilla.generate(**gen))
+
+    # a vanilla checkpoint loads into the graph class, and a graph checkpoint into the vanilla class
+    vanilla.save_pretrained(tmp_path / "vanilla")
+    graph.save_pretrained(tmp_path / "graph")
+    _, graph_class = FAMILIES[family]
+    from_vanilla = graph_class.from_pretrained(
+        tmp_path / "vanilla", dtype=torch.float64, attn_implementation="eager"
+    ).eval()
+    from_graph = (
+        VANILLA_CLASSES[family]
+        .from_pretrained(tmp_path / "graph", dtype=torch.float64, attn_implementation="eager")
+        .eval()
+    )
+    # reloaded weights may take another BLAS path: equal to float64 rounding
+    torch.testing.assert_close(_forward(from_vanilla).logits, _forward(vanilla).logits, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(_forward(from_graph).logits, _forward(vanilla).logits, rtol=1e-12, atol=1e-12)
+
+
+def test_vanilla_config_keeps_vanilla_modules(family):
+    model = tiny_model(family)
+    vanilla = VANILLA_CLASSES[family](model.config)
+    assert [type(m).__name__ for m in model.modules() if "Layer" in type(m).__name__] == [
+        type(m).__name__ for m in vanilla.modules() if "Layer" in type(m).__name__
+    ]
+
+
+# --- SPEC re-computation -------------------------------------------------------------------------
+
+
+@options_params
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_matches_spec_recomputation(family, options, attn_implementation):
+    model = tiny_model(family, OPTION_MATRIX[options], attn_implementation=attn_implementation)
+    input_ids, attention_mask = source_batch()
+    decoder_input_ids = target_batch()
+    with torch.no_grad():
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            output_graph_gates=True,
+        )
+        x, y = ref.embeddings(model, input_ids, decoder_input_ids)
+        enc_out, _, gates = ref.encoder(model, x, attention_mask)
+        logits, _, _ = ref.decoder_logits(model, y, enc_out, attention_mask)
+
+    keep = attention_mask.bool()
+    torch.testing.assert_close(out.encoder_last_hidden_state[keep], enc_out[keep], rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(out.logits, logits, rtol=1e-10, atol=1e-10)
+    expected_gates = [g for g in gates if g is not None]
+    assert len(out.encoder_graph_gates) == len(expected_gates)
+    for got, want in zip(out.encoder_graph_gates, expected_gates):
+        torch.testing.assert_close(got[keep], want[keep], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("options", ["al-both", "al-both-cum", "graph-gate+al-dec-cum"])
+def test_output_attentions_are_the_linked_probabilities(family, options):
+    # linked attention returns its probabilities even under sdpa; unlinked (graph) attention under
+    # sdpa returns none, as in Transformers, so the graph encoder is checked with eager
+    implementation = "eager" if "graph" in options else "sdpa"
+    model = tiny_model(family, OPTION_MATRIX[options], attn_implementation=implementation)
+    input_ids, attention_mask = source_batch()
+    decoder_input_ids = target_batch()
+    with torch.no_grad():
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            output_attentions=True,
+        )
+        x, y = ref.embeddings(model, input_ids, decoder_input_ids)
+        enc_out, enc_probs, _ = ref.encoder(model, x, attention_mask)
+        _, self_probs, cross_probs = ref.decoder_logits(model, y, enc_out, attention_mask)
+    for got, want in zip(out.decoder_attentions, self_probs, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    for got, want in zip(out.cross_attentions, cross_probs, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    keep = attention_mask.bool()
+    for got, want in zip(out.encoder_attentions, enc_probs, strict=True):
+        # rows of padded query positions are never used; compare the real ones
+        torch.testing.assert_close(got.transpose(1, 2)[keep], want.transpose(1, 2)[keep], rtol=1e-10, atol=1e-10)
+
+
+@options_params
+def test_eager_and_sdpa_agree_in_float32(family, options):
+    eager = tiny_model(family, OPTION_MATRIX[options], dtype=torch.float32, attn_implementation="eager")
+    sdpa = tiny_model(family, OPTION_MATRIX[options], dtype=torch.float32, attn_implementation="sdpa")
+    sdpa.load_state_dict(eager.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(_forward(eager).logits, _forward(sdpa).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_link_changes_the_output(family):
+    """Guards the tests above against a link that silently does nothing."""
+    vanilla = tiny_model(family)
+    for options in ("al-enc", "al-dec", "al-both-cum", "graph-gate"):
+        model = tiny_model(family, OPTION_MATRIX[options])
+        model.load_state_dict(vanilla.state_dict(), strict=False)
+        assert not torch.allclose(_forward(model).logits, _forward(vanilla).logits)
+
+
+# --- generation ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("options", GENERATION_MATRIX)
+@pytest.mark.parametrize("num_beams", [1, 4])
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_cached_and_uncached_generation_agree(family, options, num_beams, attn_implementation):
+    model = tiny_model(family, OPTION_MATRIX[options], attn_implementation=attn_implementation)
+    input_ids, attention_mask = source_batch()
+    gen = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, num_beams=num_beams)
+    cached = model.generate(**gen, use_cache=True)
+    uncached = model.generate(**gen, use_cache=False)
+    assert cached.shape[1] > 3
+    assert torch.equal(cached, uncached)
+
+
+@pytest.mark.parametrize("options", GENERATION_MATRIX)
+def test_padding_does_not_change_any_row(family, options):
+    model = tiny_model(family, OPTION_MATRIX[options], attn_implementation="sdpa")
+    input_ids, attention_mask = source_batch()
+    gen = dict(max_new_tokens=8, num_beams=2)
+    batched = model.generate(input_ids=input_ids, attention_mask=attention_mask, **gen)
+    for row in range(input_ids.shape[0]):
+        ids = input_ids[row : row + 1, attention_mask[row].bool()]
+        alone = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **gen)
+        width = alone.shape[1]
+        assert torch.equal(batched[row, :width], alone[0])
+        assert (batched[row, width:] == PAD).all()
+
+
+# --- configuration errors ------------------------------------------------------------------------
+
+BAD_VALUES = [
+    ("attention_link", "enc"),
+    ("attention_link", None),
+    ("attention_link", True),
+    ("attention_link_mode", "sum"),
+    ("attention_link_mode", 1),
+    ("graph_attention", "yes"),
+    ("graph_attention", 1),
+    ("graph_fusion", "max"),
+    ("graph_fusion", None),
+    ("graph_half_dim", "no"),
+    ("graph_shared_qkv", 0),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), BAD_VALUES)
+def test_bad_option_values_raise_naming_the_field(family, field, value):
+    with pytest.raises(ValueError, match=field) as info:
+        tiny_config(family, {field: value})
+    assert repr(value) in str(info.value)
+
+
+@pytest.mark.parametrize("link", ["encoder", "both"])
+def test_encoder_link_with_graph_attention_is_refused(family, link):
+    with pytest.raises(ValueError, match="attention_link"):
+        tiny_config(family, {"attention_link": link, "graph_attention": True})
+    tiny_config(family, {"attention_link": "decoder", "graph_attention": True})
+
+
+def test_half_dim_needs_divisible_heads(family):
+    with pytest.raises(ValueError, match="graph_half_dim"):
+        tiny_config(family, {"graph_attention": True, "graph_half_dim": True}, encoder_attention_heads=16)
+
+
+def test_option_changed_after_construction_is_caught_when_building(family):
+    config = tiny_config(family)
+    config.graph_fusion = "avg"
+    _, model_class = FAMILIES[family]
+    with pytest.raises(ValueError, match="graph_fusion"):
+        model_class(config)
+
+
+def test_other_model_type_checkpoint_is_refused(family, tmp_path):
+    other = "bart" if family == "marian" else "marian"
+    tiny_model(other).save_pretrained(tmp_path)
+    _, model_class = FAMILIES[family]
+    with pytest.raises(ValueError, match=f"model type 'graph_{other}'"):
+        model_class.from_pretrained(tmp_path)
+
+
+def test_link_refuses_kernels_that_would_drop_it(family):
+    with pytest.raises(ValueError, match="attention_link needs attn_implementation 'eager' or 'sdpa'"):
+        tiny_model(family, OPTION_MATRIX["al-both"], attn_implementation="flex_attention")
+    tiny_model(family, OPTION_MATRIX["graph-gate"], attn_implementation="flex_attention")  # no link: allowed
+
+
+def test_link_refuses_kernel_switched_after_loading(family):
+    model = tiny_model(family, OPTION_MATRIX["al-both"], dtype=torch.float32)
+    model.config._attn_implementation = "flex_attention"
+    with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
+        _forward(model)
