@@ -1,7 +1,8 @@
 """Graph-group attention and Attention Link for Marian and BART translation models.
 
 Importing the package registers both configurations with `AutoConfig` and the models with
-`AutoModel` and `AutoModelForSeq2SeqLM`, so `from_pretrained` works on any saved checkpoint.
+`AutoModel` and `AutoModelForSeq2SeqLM`, so `from_pretrained` works on any saved checkpoint, and
+makes `pipeline("translation")` available (Transformers 5 dropped it).
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
@@ -9,6 +10,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 from .configuration import GraphBartConfig, GraphMarianConfig
 from .modeling_bart import GraphBartForConditionalGeneration, GraphBartModel
 from .modeling_marian import GraphMarianModel, GraphMarianMTModel
+from .translation_pipeline import TranslationPipeline, register_translation_pipeline
 
 __version__ = "0.1.0"
 
@@ -19,6 +21,7 @@ for _config, _base, _seq2seq in (
     AutoConfig.register(_config.model_type, _config, exist_ok=True)
     AutoModel.register(_config, _base, exist_ok=True)
     AutoModelForSeq2SeqLM.register(_config, _seq2seq, exist_ok=True)
+register_translation_pipeline()
 
 __all__ = [
     "GraphBartConfig",
@@ -27,4 +30,5 @@ __all__ = [
     "GraphMarianConfig",
     "GraphMarianModel",
     "GraphMarianMTModel",
+    "TranslationPipeline",
 ]

@@ -1,0 +1,152 @@
+"""Saving, loading, sharing: round trips, Auto classes, remote code without the package, pipeline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from model_matrix import FAMILIES, OPTION_MATRIX, source_batch, target_batch, tiny_model
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
+
+IO_MATRIX = ["vanilla", "al-both-cum", "graph-half-shared-self_gate", "graph-gate+al-dec-cum"]
+
+# Runs in a fresh interpreter, outside the repository, with `import hf_graphtf` made impossible.
+REMOTE_LOAD_SCRIPT = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class BlockPackage(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_graphtf" or name.startswith("hf_graphtf."):
+                raise ImportError("hf_graphtf is blocked in this test")
+            return None
+
+    sys.meta_path.insert(0, BlockPackage())
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    try:
+        import hf_graphtf  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        raise SystemExit("hf_graphtf should not be importable here")
+
+    checkpoint, inputs_file, output_file = sys.argv[1:4]
+    model = AutoModelForSeq2SeqLM.from_pretrained(
+        checkpoint, trust_remote_code=True, dtype=torch.float64, attn_implementation="eager"
+    ).eval()
+    assert "hf_graphtf" not in sys.modules
+    inputs = torch.load(inputs_file)
+    with torch.no_grad():
+        logits = model(**inputs).logits
+        generated = model.generate(
+            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], max_new_tokens=6, num_beams=2
+        )
+    torch.save({"logits": logits, "generated": generated, "class": type(model).__name__}, output_file)
+    """
+)
+
+
+def _inputs() -> dict[str, torch.Tensor]:
+    input_ids, attention_mask = source_batch()
+    return dict(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=target_batch())
+
+
+@pytest.mark.parametrize("options", IO_MATRIX)
+def test_save_load_round_trip(family, options, tmp_path):
+    model = tiny_model(family, OPTION_MATRIX[options])
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").exists()
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, dtype=torch.float64, attn_implementation="eager")
+    assert type(reloaded) is type(model)
+    assert reloaded.config.to_diff_dict() == model.config.to_diff_dict()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded.eval()(**_inputs()).logits, model(**_inputs()).logits)
+
+
+def test_saved_folder_carries_code_and_auto_map(family, tmp_path):
+    tiny_model(family, OPTION_MATRIX["al-both"]).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    module = f"modeling_{family}"
+    assert config["model_type"] == f"graph_{family}"
+    assert config["auto_map"]["AutoConfig"].startswith("configuration.")
+    assert config["auto_map"]["AutoModel"].startswith(f"{module}.")
+    assert config["auto_map"]["AutoModelForSeq2SeqLM"].startswith(f"{module}.")
+    for name in (f"{module}.py", "configuration.py", "attention_link.py", "graph_attention.py", "layer_blocks.py"):
+        assert (tmp_path / name).exists(), name
+
+
+@pytest.mark.parametrize("options", ["al-both-cum", "graph-half-shared-self_gate"])
+def test_remote_code_loads_without_the_package(family, options, tmp_path):
+    model = tiny_model(family, OPTION_MATRIX[options])
+    checkpoint = tmp_path / "checkpoint"
+    model.save_pretrained(checkpoint)
+    torch.save(_inputs(), tmp_path / "inputs.pt")
+    script = tmp_path / "load_remote.py"
+    script.write_text(REMOTE_LOAD_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"), PYTHONNOUSERSITE="1")
+    result = subprocess.run(
+        [sys.executable, "-I", str(script), str(checkpoint), str(tmp_path / "inputs.pt"), str(tmp_path / "out.pt")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    remote = torch.load(tmp_path / "out.pt")
+    assert remote["class"] == type(model).__name__
+    with torch.no_grad():
+        torch.testing.assert_close(remote["logits"], model(**_inputs()).logits, rtol=1e-12, atol=1e-12)
+        inputs = _inputs()
+        local = model.generate(
+            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], max_new_tokens=6, num_beams=2
+        )
+    assert torch.equal(remote["generated"], local)
+
+
+def test_auto_classes_are_registered(family):
+    config_class, model_class = FAMILIES[family]
+    config = AutoConfig.for_model(f"graph_{family}", d_model=16, encoder_attention_heads=4, decoder_attention_heads=4)
+    assert type(config) is config_class
+    assert type(AutoModelForSeq2SeqLM.from_config(config)) is model_class
+    assert type(AutoModel.from_config(config)).__name__ == f"Graph{'Marian' if family == 'marian' else 'Bart'}Model"
+
+
+def test_translation_pipeline(family, tiny_tokenizer):
+    model = tiny_model(family, OPTION_MATRIX["al-both"], dtype=torch.float32)
+    translator = pipeline("translation", model=model, tokenizer=tiny_tokenizer, device="cpu")
+    out = translator(["w5 w6 w7", "w8 w9"], max_new_tokens=5, num_beams=2)
+    assert len(out) == 2 and all(isinstance(o["translation_text"], str) for o in out)
+
+
+@pytest.mark.parametrize("options", ["graph-gate", "graph-self_gate", "graph-sum"])
+def test_graph_gates_output(family, options):
+    model = tiny_model(family, OPTION_MATRIX[options])
+    input_ids, attention_mask = source_batch()
+    with torch.no_grad():
+        full = model(**_inputs(), output_graph_gates=True)
+        encoder_only = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, output_graph_gates=True)
+        plain = model(**_inputs())
+    n_graph_layers = model.config.encoder_layers - 1
+    fusion = model.config.graph_fusion
+    if fusion == "sum":
+        assert full.encoder_graph_gates == ()
+    else:
+        assert len(full.encoder_graph_gates) == n_graph_layers
+        width = model.config.d_model if fusion == "gate" else 4
+        assert full.encoder_graph_gates[0].shape == (*input_ids.shape, width)
+        for gate, same in zip(full.encoder_graph_gates, encoder_only.graph_gates, strict=True):
+            torch.testing.assert_close(gate, same)
+        if fusion == "self_gate":  # weights of the four groups sum to one per position
+            torch.testing.assert_close(full.encoder_graph_gates[0].sum(-1), torch.ones(input_ids.shape).double())
+    torch.testing.assert_close(full.logits, plain.logits)
+    as_tuple = model(**_inputs(), output_graph_gates=True, return_dict=False)
+    assert isinstance(as_tuple, tuple)
