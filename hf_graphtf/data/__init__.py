@@ -1,0 +1,45 @@
+"""Parallel data for translation experiments: the offline Bible corpus and user corpora.
+
+The Bible builder and the tokenizer trainer are imported on first use: the builder pulls in
+pysword, the trainer ``transformers``, and ``python -m hf_graphtf.data.bible`` must not find its
+own module already imported by the package.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hf_graphtf.data.corpora import HUB_CORPORA, CorpusError, CorpusFileNotFound, load_parallel_corpus
+from hf_graphtf.data.splits import chapter_split, drop_seen_sources, split_by_chapter, stable_subset
+
+_LAZY = {
+    "APT_COMMAND": "hf_graphtf.data.bible",
+    "SwordModulesMissing": "hf_graphtf.data.bible",
+    "build_bible_corpus": "hf_graphtf.data.bible",
+    "ensure_sword_modules": "hf_graphtf.data.bible",
+    "train_joint_tokenizer": "hf_graphtf.tokenization",
+}
+
+__all__ = [
+    "APT_COMMAND",
+    "HUB_CORPORA",
+    "CorpusError",
+    "CorpusFileNotFound",
+    "SwordModulesMissing",
+    "build_bible_corpus",
+    "chapter_split",
+    "drop_seen_sources",
+    "ensure_sword_modules",
+    "load_parallel_corpus",
+    "split_by_chapter",
+    "stable_subset",
+    "train_joint_tokenizer",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
