@@ -45,9 +45,6 @@ OPTION_MATRIX = {
     },
 }
 
-#: a smaller set for the slower generation checks: one of each mechanism
-GENERATION_MATRIX = ["vanilla", "al-both", "al-both-cum", "graph-gate", "graph-half-shared-self_gate"]
-
 
 def tiny_config(family: str, options: dict | None = None, **overrides):
     """A 3+3-layer, d=16 model config: small enough for float64 checks in milliseconds."""

@@ -7,7 +7,6 @@ import spec_reference as ref
 import torch
 from model_matrix import (
     FAMILIES,
-    GENERATION_MATRIX,
     OPTION_MATRIX,
     PAD,
     source_batch,
@@ -143,7 +142,7 @@ def test_link_changes_the_output(family):
 # --- generation ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("options", GENERATION_MATRIX)
+@options_params
 @pytest.mark.parametrize("num_beams", [1, 4])
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 def test_cached_and_uncached_generation_agree(family, options, num_beams, attn_implementation):
@@ -156,7 +155,7 @@ def test_cached_and_uncached_generation_agree(family, options, num_beams, attn_i
     assert torch.equal(cached, uncached)
 
 
-@pytest.mark.parametrize("options", GENERATION_MATRIX)
+@options_params
 def test_padding_does_not_change_any_row(family, options):
     model = tiny_model(family, OPTION_MATRIX[options], attn_implementation="sdpa")
     input_ids, attention_mask = source_batch()
