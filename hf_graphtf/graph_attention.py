@@ -21,8 +21,12 @@ import math
 
 import torch
 from torch import nn
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from .layer_blocks import LayerCarry, add_and_norm, feed_forward
+
+#: attention implementations the fused group path runs on; others take the per-module path
+FUSED_IMPLEMENTATIONS = ("eager", "sdpa")
 
 
 class SelfGate(nn.Module):
@@ -59,15 +63,37 @@ def fuse_groups(
     ``gate`` is the sigmoid gate ``w`` (per position and feature) for ``"gate"``, the per-position
     weight of each of the four groups for ``"self_gate"``, and None for ``"sum"``.
     """
-    if fusion == "sum":
-        return high + middle_inc + middle_prev + low, None
-    if fusion == "gate":
-        attended = high + middle_inc + middle_prev
-        gate = torch.sigmoid(attended + low)
-        return gate * attended + (1 - gate) * low, gate
     if fusion == "self_gate":
         return self_gate(torch.stack([high, middle_inc, middle_prev, low], dim=-2))
+    return fuse_attended(fusion, high + middle_inc + middle_prev, low)
+
+
+def fuse_attended(fusion: str, attended: torch.Tensor, low: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``sum`` and ``gate`` need only ``a_h + a_m`` (attended) and ``a_l`` (low)."""
+    if fusion == "sum":
+        return attended + low, None
+    if fusion == "gate":
+        gate = torch.sigmoid(attended + low)
+        return gate * attended + (1 - gate) * low, gate
     raise ValueError(f"graph_fusion must be one of 'gate', 'sum', 'self_gate'; got {fusion!r}.")
+
+
+def _project(x: torch.Tensor, linears: list[nn.Linear]) -> tuple[torch.Tensor, ...]:
+    """Several `nn.Linear` maps of the same input as one matmul."""
+    weight = torch.cat([m.weight for m in linears])
+    bias = torch.cat([m.bias for m in linears])
+    return torch.nn.functional.linear(x, weight, bias).split([m.out_features for m in linears], dim=-1)
+
+
+def _eager_attention(module, query, key, value, attention_mask, dropout, scaling):
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores + attention_mask
+    weights = nn.functional.dropout(nn.functional.softmax(scores, dim=-1), p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
 def build_group_attention(attention_class: type[nn.Module], config, half_dim: bool) -> nn.Module:
@@ -135,6 +161,93 @@ class GraphEncoderLayerMixin:
     def forward(self, hidden_states, attention_mask, previous, **kwargs):
         full, prev = hidden_states, previous
         incremental = full - prev
+        if self._can_fuse(kwargs):
+            fused, gate = self._fused_groups(incremental, prev, attention_mask)
+        else:
+            fused, gate = self._module_groups(incremental, prev, attention_mask, **kwargs)
+        hidden_states = add_and_norm(self, full, fused, self.self_attn_layer_norm)
+        return feed_forward(self, hidden_states, clamp_fp16=True), gate
+
+    def _group_modules(self) -> tuple[nn.Module, nn.Module, nn.Module]:
+        if self.graph_shared_qkv:
+            return self.self_attn, self.self_attn, self.self_attn
+        return self.self_attn, self.mid_attn_inc, self.mid_attn_prev
+
+    def _can_fuse(self, kwargs) -> bool:
+        """The fused path reads the weights directly: only for plain `nn.Linear` projections (not
+        adapters such as LoRA), kernels it knows, and when no attention probabilities are requested."""
+        linears = [self.low_proj]
+        for attn in self._group_modules():
+            linears += [attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj]
+        return (
+            not kwargs.get("output_attentions", False)
+            and self.self_attn.config._attn_implementation in FUSED_IMPLEMENTATIONS
+            and all(type(m) is nn.Linear and m.bias is not None for m in linears)
+        )
+
+    def _fused_groups(self, incremental, prev, attention_mask):
+        """The three group attentions and ``low_proj`` with two input matmuls and one attention call.
+
+        Computes exactly what `_module_groups` computes: the inputs I and P are each projected once
+        through the concatenated weights, the three attentions run as one batched kernel call, and
+        for ``sum``/``gate`` the three output projections collapse into one matmul.
+        """
+        high_attn, inc_attn, prev_attn = self._group_modules()
+        if self.graph_shared_qkv:
+            q_i, k_i, v_i = _project(incremental, [high_attn.q_proj, high_attn.k_proj, high_attn.v_proj])
+            q_p, k_p, v_p, low = _project(prev, [high_attn.q_proj, high_attn.k_proj, high_attn.v_proj, self.low_proj])
+            queries, keys, values = (q_i, q_i, q_p), (k_i, k_p, k_i), (v_i, v_p, v_i)
+        else:
+            q_h, k_h, v_h, q_inc, k_prev, v_prev = _project(
+                incremental,
+                [
+                    high_attn.q_proj,
+                    high_attn.k_proj,
+                    high_attn.v_proj,
+                    inc_attn.q_proj,
+                    prev_attn.k_proj,
+                    prev_attn.v_proj,
+                ],
+            )
+            k_inc, v_inc, q_prev, low = _project(
+                prev, [inc_attn.k_proj, inc_attn.v_proj, prev_attn.q_proj, self.low_proj]
+            )
+            queries, keys, values = (q_h, q_inc, q_prev), (k_h, k_inc, k_prev), (v_h, v_inc, v_prev)
+
+        batch, length = incremental.shape[:2]
+
+        def heads(parts):
+            stacked = torch.cat(parts, dim=0)  # the three attentions as one batch of 3 * batch
+            return stacked.view(3 * batch, length, -1, high_attn.head_dim).transpose(1, 2)
+
+        mask = None if attention_mask is None else attention_mask.repeat(3, 1, 1, 1)
+        dropout = high_attn.dropout if self.training else 0.0
+        if high_attn.config._attn_implementation == "sdpa":
+            output, _ = sdpa_attention_forward(
+                high_attn, heads(queries), heads(keys), heads(values), mask,
+                dropout=dropout, scaling=high_attn.scaling, is_causal=False,
+            )  # fmt: skip
+        else:
+            output, _ = _eager_attention(
+                high_attn, heads(queries), heads(keys), heads(values), mask, dropout, high_attn.scaling
+            )
+        o_high, o_inc, o_prev = output.reshape(3, batch, length, -1).unbind(0)
+        outs = [attn.out_proj for attn in (high_attn, inc_attn, prev_attn)]
+        if self.graph_fusion == "self_gate":
+            groups = [nn.functional.linear(o, m.weight, m.bias) for o, m in zip((o_high, o_inc, o_prev), outs)]
+            return fuse_groups("self_gate", *groups, low, self.self_gate)
+        if self.graph_shared_qkv:  # one output projection serves all three: project their sum
+            attended = nn.functional.linear(o_high + o_inc + o_prev, outs[0].weight, 3 * outs[0].bias)
+        else:
+            attended = nn.functional.linear(
+                torch.cat([o_high, o_inc, o_prev], dim=-1),
+                torch.cat([m.weight for m in outs], dim=1),
+                outs[0].bias + outs[1].bias + outs[2].bias,
+            )
+        return fuse_attended(self.graph_fusion, attended, low)
+
+    def _module_groups(self, incremental, prev, attention_mask, **kwargs):
+        """One call per attention module: works with every kernel, adapter and output flag."""
         high, _ = self.self_attn(incremental, attention_mask=attention_mask, **kwargs)
         if self.graph_shared_qkv:
             # The shared module's own forward, not __call__: only the high-order call above is
@@ -145,8 +258,4 @@ class GraphEncoderLayerMixin:
         middle_inc, _ = middle_inc_attn(incremental, key_value_states=prev, attention_mask=attention_mask, **kwargs)
         middle_prev, _ = middle_prev_attn(prev, key_value_states=incremental, attention_mask=attention_mask, **kwargs)
         low = self.low_proj(prev)
-        fused, gate = fuse_groups(
-            self.graph_fusion, high, middle_inc, middle_prev, low, getattr(self, "self_gate", None)
-        )
-        hidden_states = add_and_norm(self, full, fused, self.self_attn_layer_norm)
-        return feed_forward(self, hidden_states, clamp_fp16=True), gate
+        return fuse_groups(self.graph_fusion, high, middle_inc, middle_prev, low, getattr(self, "self_gate", None))

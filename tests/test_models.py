@@ -232,3 +232,19 @@ def test_link_refuses_kernel_switched_after_loading(family):
     model.config._attn_implementation = "flex_attention"
     with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
         _forward(model)
+
+
+@pytest.mark.parametrize("options", [k for k in OPTION_MATRIX if k.startswith("graph")])
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_fused_and_per_module_graph_paths_agree(family, options, attn_implementation, monkeypatch):
+    """The fused group path (one projection per input, one attention call) equals one call per module."""
+    from hf_graphtf.graph_attention import GraphEncoderLayerMixin
+
+    model = tiny_model(family, OPTION_MATRIX[options], attn_implementation=attn_implementation)
+    with torch.no_grad():
+        fused = _forward(model, output_graph_gates=True)
+        monkeypatch.setattr(GraphEncoderLayerMixin, "_can_fuse", lambda self, kwargs: False)
+        per_module = _forward(model, output_graph_gates=True)
+    torch.testing.assert_close(fused.logits, per_module.logits, rtol=1e-12, atol=1e-12)
+    for a, b in zip(fused.encoder_graph_gates, per_module.encoder_graph_gates, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
