@@ -9,6 +9,7 @@ This module travels with saved checkpoints (``trust_remote_code``).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,9 +129,31 @@ class GraphStacksMixin:
 
 
 class GraphGatesOutputMixin:
-    """Adds ``output_graph_gates=True`` to ``forward``: the encoder's per-layer gate values."""
+    """Adds ``output_graph_gates=True`` to ``forward``: the encoder's per-layer gate values.
+
+    Each subclass gets a ``forward`` whose signature is the vanilla one plus ``output_graph_gates``:
+    `Trainer` (which drops dataset columns a model does not name) and `generate()` (which refuses
+    unknown model kwargs) read that signature.
+    """
 
     gates_output_class: type
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        vanilla = super(GraphGatesOutputMixin, cls).forward
+        signature = inspect.signature(vanilla)
+        parameters = list(signature.parameters.values())
+        gates = inspect.Parameter("output_graph_gates", inspect.Parameter.KEYWORD_ONLY, default=None)
+        tail = [p for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD]
+        head = [p for p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD]
+
+        def forward(self, *args, **kwargs):
+            return GraphGatesOutputMixin.forward(self, *args, **kwargs)
+
+        forward.__signature__ = signature.replace(parameters=[*head, gates, *tail])
+        forward.__doc__ = GraphGatesOutputMixin.forward.__doc__
+        forward.__qualname__ = f"{cls.__qualname__}.forward"
+        cls.forward = forward
 
     def forward(
         self,
