@@ -1,0 +1,351 @@
+"""The ``hf-graphtf`` command: build the corpus, train, evaluate, translate, inspect graph gates.
+
+Every subcommand that loads a model takes a saved model directory or a Hub id and loads it with
+`AutoModelForSeq2SeqLM` after importing this package (which registers the model types), so it works
+on any checkpoint written by ``hf-graphtf train`` and on vanilla Marian/BART models alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+DEFAULT_CORPUS_DIR = "data/bible-es-en"
+DEFAULT_BUCKETS = (10, 20, 30, 40, 50)
+
+
+# --------------------------------------------------------------------------- model loading and translation
+
+
+def load_model(name: str, device: str | None = None) -> tuple[Any, Any]:
+    """Tokenizer and model (in eval mode, on ``device`` or the best available one) from a directory or Hub id."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import hf_graphtf  # noqa: F401  (registers graph_marian / graph_bart with the Auto classes)
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    tokenizer = AutoTokenizer.from_pretrained(name)
+    model = AutoModelForSeq2SeqLM.from_pretrained(name).to(device).eval()
+    return tokenizer, model
+
+
+def _length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
+    """Indices of ``texts`` in batches of similar length, longest first, so little time goes to padding."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def translate_texts(
+    tokenizer: Any,
+    model: Any,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 32,
+    num_beams: int | None = None,
+    max_new_tokens: int | None = None,
+    progress: bool = True,
+) -> list[str]:
+    """Translate ``texts`` in batches; blank lines stay blank. Unset options use the model's generation config."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from .training.metrics import decode_token_ids
+
+    generate_kwargs: dict[str, Any] = {}
+    if num_beams is not None:
+        generate_kwargs["num_beams"] = num_beams
+    if max_new_tokens is not None:
+        generate_kwargs["max_new_tokens"] = max_new_tokens
+    outputs = [""] * len(texts)
+    wanted = [i for i, text in enumerate(texts) if text.strip()]
+    with tqdm(total=len(wanted), unit="sentence", desc="Translating", disable=not progress, file=sys.stderr) as bar:
+        for batch in _length_sorted_batches([texts[i] for i in wanted], batch_size):
+            indices = [wanted[j] for j in batch]
+            inputs = tokenizer(
+                [texts[i] for i in indices],
+                return_tensors="pt",
+                padding=True,
+                truncation=True,
+                max_length=model.config.max_position_embeddings,
+            ).to(model.device)
+            with torch.inference_mode():
+                generated = model.generate(**inputs, **generate_kwargs)
+            for i, text in zip(indices, decode_token_ids(tokenizer, generated.cpu())):
+                outputs[i] = text
+            bar.update(len(indices))
+    return outputs
+
+
+def _read_lines(path: str) -> list[str]:
+    if path == "-":
+        return [line.rstrip("\n") for line in sys.stdin]
+    with open(path, encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle]
+
+
+def _open_output(path: str) -> TextIO:
+    return sys.stdout if path == "-" else open(path, "w", encoding="utf-8")
+
+
+def _translate_with(args: argparse.Namespace, texts: Sequence[str]) -> list[str]:
+    """Translate with the model and generation options of a subcommand's arguments."""
+    tokenizer, model = load_model(args.model, args.device)
+    return translate_texts(
+        tokenizer,
+        model,
+        texts,
+        batch_size=args.batch_size,
+        num_beams=args.beam_size,
+        max_new_tokens=args.max_new_tokens,
+        progress=not args.quiet,
+    )
+
+
+# --------------------------------------------------------------------------- subcommands
+
+
+def cmd_build_corpus(args: argparse.Namespace) -> int:
+    from .data import build_bible_corpus
+
+    summary = build_bible_corpus(args.output_dir, force=args.force, books=args.books)
+    print(json.dumps(summary, indent=2, ensure_ascii=False, default=str))
+    return 0
+
+
+def cmd_train(recipe_args: Sequence[str]) -> int:
+    """Same as ``python recipes/train_translation.py``; the arguments go to `HfArgumentParser` untouched."""
+    from .training import main as train_main
+
+    train_main(recipe_args)
+    return 0
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    translations = _translate_with(args, _read_lines(args.input))
+    output = _open_output(args.output)
+    try:
+        output.writelines(text + "\n" for text in translations)
+    finally:
+        if output is not sys.stdout:
+            output.close()
+    return 0
+
+
+def _evaluation_inputs(args: argparse.Namespace) -> tuple[list[str], list[list[str]]]:
+    """Source sentences and per-sentence reference lists, from files or from a corpus split."""
+    if args.corpus is not None:
+        from .data import load_parallel_corpus
+        from .training.trainer import reference_lists
+
+        split = load_parallel_corpus(args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, split=args.split)
+        sources = [pair[args.src_lang] for pair in split["translation"]]
+        single, multi = reference_lists(split, args.tgt_lang)
+        references = multi if multi is not None and not args.single_reference else single
+        if args.references:
+            references = [[] for _ in sources]
+    else:
+        sources = _read_lines(args.source)
+        references = [[] for _ in sources]
+    for path in args.references or ():
+        lines = _read_lines(path)
+        if len(lines) != len(sources):
+            raise SystemExit(f"error: {path} has {len(lines)} lines but there are {len(sources)} source sentences")
+        for refs, line in zip(references, lines):
+            refs.append(line)
+    if not references or not all(references):
+        raise SystemExit("error: no references: give --references FILE [FILE ...] or --corpus with a target side")
+    return sources, references
+
+
+def _format_report(report: dict[str, Any]) -> str:
+    lines = [
+        f"BLEU {report['bleu']}  chrF {report['chrf']}  "
+        f"({report['sentences']} sentences, up to {report['references_per_sentence']} reference(s) each)",
+        f"  {report['bleu_signature']}",
+        f"  {report['chrf_signature']}",
+        "BLEU by source length (words):",
+    ]
+    for label, row in report["bleu_by_length"].items():
+        bleu = "-" if row["bleu"] is None else row["bleu"]
+        lines.append(f"  {label:>8}  {row['sentences']:>6} sentences  BLEU {bleu}")
+    return "\n".join(lines)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .training.metrics import translation_report
+
+    sources, references = _evaluation_inputs(args)
+    if args.hypotheses is not None:
+        hypotheses = _read_lines(args.hypotheses)
+        if len(hypotheses) != len(sources):
+            raise SystemExit(f"error: {len(hypotheses)} hypotheses for {len(sources)} source sentences")
+    else:
+        hypotheses = _translate_with(args, sources)
+    report = translation_report(sources, hypotheses, references, args.length_buckets)
+    report["model"] = args.model
+    if args.save_translations:
+        with open(args.save_translations, "w", encoding="utf-8") as handle:
+            handle.writelines(text + "\n" for text in hypotheses)
+    if args.json == "-":
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=2, ensure_ascii=False)
+            handle.write("\n")
+    print(_format_report(report))
+    return 0
+
+
+def graph_gate_profile(
+    tokenizer: Any, model: Any, texts: Sequence[str], edges: Sequence[int], batch_size: int = 32
+) -> dict[str, Any]:
+    """Mean graph-gate values per encoder layer and source-length bucket (the MoG papers' analysis).
+
+    ``gate`` fusion: the mean of the sigmoid gate w (weight of the high/middle-order groups against the
+    low-order one) over positions and channels. ``self_gate``: the mean weight of each of the four groups.
+    """
+    import torch
+
+    from .training.metrics import length_bucket_labels, source_length_bucket
+
+    fusion = getattr(model.config, "graph_fusion", None)
+    if not getattr(model.config, "graph_attention", False) or fusion == "sum":
+        raise SystemExit("error: this model has no graph gates (needs graph_attention with gate or self_gate fusion)")
+    labels = length_bucket_labels(edges)
+    sums: dict[tuple[int, int], torch.Tensor] = {}
+    counts: dict[tuple[int, int], int] = {}
+    for batch in _length_sorted_batches(texts, batch_size):
+        inputs = tokenizer([texts[i] for i in batch], return_tensors="pt", padding=True).to(model.device)
+        start = torch.full((len(batch), 1), model.config.decoder_start_token_id, device=model.device)
+        with torch.inference_mode():
+            gates = model(**inputs, decoder_input_ids=start, output_graph_gates=True).encoder_graph_gates
+        mask = inputs["attention_mask"].unsqueeze(-1).to(torch.float32)
+        for layer, gate in enumerate(gates, start=1):
+            per_sentence = (gate.float() * mask).sum(1) / mask.sum(1)  # (batch, channels)
+            if fusion == "gate":
+                per_sentence = per_sentence.mean(-1, keepdim=True)
+            for row, i in zip(per_sentence.cpu(), batch):
+                key = (layer, source_length_bucket(texts[i], edges))
+                sums[key] = sums.get(key, 0) + row
+                counts[key] = counts.get(key, 0) + 1
+    groups = ["w"] if fusion == "gate" else ["high", "middle_inc", "middle_prev", "low"]
+    layers = sorted({layer for layer, _ in sums})
+    profile: dict[str, Any] = {"fusion": fusion, "groups": groups, "layers": {}}
+    for layer in layers:
+        profile["layers"][str(layer)] = {
+            labels[b]: {
+                "sentences": counts[(layer, b)],
+                **{g: round(float(v), 4) for g, v in zip(groups, sums[(layer, b)] / counts[(layer, b)])},
+            }
+            for b in range(len(labels))
+            if (layer, b) in counts
+        }
+    return profile
+
+
+def cmd_gates(args: argparse.Namespace) -> int:
+    texts = [text for text in _read_lines(args.input) if text.strip()]
+    tokenizer, model = load_model(args.model, args.device)
+    profile = graph_gate_profile(tokenizer, model, texts, args.length_buckets, args.batch_size)
+    output = _open_output(args.json)
+    try:
+        json.dump(profile, output, indent=2)
+        output.write("\n")
+    finally:
+        if output is not sys.stdout:
+            output.close()
+    return 0
+
+
+# --------------------------------------------------------------------------- argument parsing
+
+
+def _add_generation_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="saved model directory or Hub id")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--beam-size", type=int, default=None, help="default: the model's generation config")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
+    parser.add_argument("--device", default=None, help="e.g. cpu, cuda; default: cuda when available")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hf-graphtf", description="Graph-Transformer and Attention Link translation models."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    corpus = commands.add_parser("build-corpus", help="build the offline Bible es-en corpus from SWORD modules")
+    corpus.add_argument("--output-dir", default=DEFAULT_CORPUS_DIR)
+    corpus.add_argument("--force", action="store_true", help="rebuild even if the corpus is already there")
+    corpus.add_argument("--books", nargs="+", help="only these OSIS books, e.g. Gen Ruth (for quick trials)")
+    corpus.set_defaults(func=cmd_build_corpus)
+
+    # Listed for --help only: main() hands everything after "train" to the recipe parser.
+    commands.add_parser(
+        "train", help="train from a recipe: hf-graphtf train recipe.yaml [--flag value ...] (--help lists all flags)"
+    )
+
+    translate = commands.add_parser("translate", help="translate lines from stdin or a file to stdout")
+    _add_generation_options(translate)
+    translate.add_argument("--input", default="-", help="one sentence per line; '-' for stdin")
+    translate.add_argument("--output", default="-", help="'-' for stdout")
+    translate.set_defaults(func=cmd_translate)
+
+    evaluate = commands.add_parser("evaluate", help="BLEU, chrF and BLEU by source length of a model or a file")
+    _add_generation_options(evaluate)
+    evaluate.add_argument("--hypotheses", help="score this file of translations instead of running a model")
+    evaluate.add_argument("--source", help="source sentences, one per line")
+    evaluate.add_argument("--corpus", help="a corpus directory, file or Hub id (instead of --source)")
+    evaluate.add_argument("--split", default="test", help="split of --corpus")
+    evaluate.add_argument("--src-lang", default="es")
+    evaluate.add_argument("--tgt-lang", default="en")
+    evaluate.add_argument("--references", nargs="+", help="reference files (one per reference set)")
+    evaluate.add_argument(
+        "--single-reference", action="store_true", help="with --corpus: score against the target side only"
+    )
+    evaluate.add_argument("--length-buckets", type=int, nargs="+", default=list(DEFAULT_BUCKETS))
+    evaluate.add_argument("--json", help="also write the report as JSON to this file ('-': only JSON on stdout)")
+    evaluate.add_argument("--save-translations", help="write the model's translations to this file")
+    evaluate.set_defaults(func=cmd_evaluate)
+
+    gates = commands.add_parser("gates", help="mean graph-gate values by layer and source length (JSON)")
+    _add_generation_options(gates)
+    gates.add_argument("--input", default="-", help="source sentences, one per line; '-' for stdin")
+    gates.add_argument("--length-buckets", type=int, nargs="+", default=list(DEFAULT_BUCKETS))
+    gates.add_argument("--json", default="-", help="output file; '-' for stdout")
+    gates.set_defaults(func=cmd_gates)
+    return parser
+
+
+def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.command in ("translate", "gates") and not args.model:
+        parser.error(f"{args.command} needs --model")
+    if args.command == "evaluate":
+        if (args.model is None) == (args.hypotheses is None):
+            parser.error("evaluate needs exactly one of --model and --hypotheses")
+        if (args.source is None) == (args.corpus is None):
+            parser.error("evaluate needs exactly one of --source and --corpus")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["train"]:
+        return cmd_train(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_arguments(parser, args)
+    if getattr(args, "quiet", False):
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()  # also the "Loading weights" bar
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The model card (README.md) written next to a trained model and uploaded with it.
+
+The card is rendered from the run's ``results.json`` content alone, with `huggingface_hub`'s
+`ModelCard`: the YAML metadata (languages, license, datasets, metrics, tags and a ``model-index``
+with the test BLEU and chrF) comes from `ModelCardData`, the text from the Jinja template
+``model_card_template.md`` shipped inside the package (``model_cards/template.md`` in the repository
+points to it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+TEMPLATE_PATH = Path(__file__).with_name("model_card_template.md")
+CARD_FILE = "README.md"
+FAMILY_TITLES = {"marian": "Marian (Transformer)", "bart": "BART-architecture"}
+
+
+def describe_variant(options: dict[str, Any]) -> str:
+    """One phrase naming what the options change, for the card's first paragraph."""
+    parts = []
+    if options.get("attention_link", "none") != "none":
+        where = {"encoder": "the encoder", "decoder": "the decoder", "both": "the encoder and the decoder"}
+        parts.append(f"attention link in {where[options['attention_link']]} ({options['attention_link_mode']} scores)")
+    if options.get("graph_attention"):
+        extras = [name for name in ("graph_half_dim", "graph_shared_qkv") if options.get(name)]
+        suffix = f", {', '.join(extras)}" if extras else ""
+        parts.append(f"graph-group encoder attention with {options['graph_fusion']} fusion{suffix}")
+    return "; ".join(parts) if parts else "the vanilla Transformer (no graph or link option)"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-").lower() or "corpus"
+
+
+def build_card_data(results: dict[str, Any], model_id: str) -> ModelCardData:
+    """The card's YAML metadata, with a ``model-index`` entry per test score."""
+    model, data = results["model"], results["data"]
+    options = model["options"]
+    tags = ["translation", "hf_graphtf", model["model_type"]]
+    if options.get("attention_link", "none") != "none":
+        tags.append("attention-link")
+    if options.get("graph_attention"):
+        tags.append("graph-transformer")
+    dataset_id = data.get("hub_dataset") or _slug(os.path.basename(os.path.normpath(data["corpus"])))
+    eval_results = []
+    for key, suffix in (("test", ""), ("test_multi_reference", " (all references)")):
+        if key not in results:
+            continue
+        for metric, name in (("bleu", "BLEU"), ("chrf", "chrF")):
+            eval_results.append(
+                EvalResult(
+                    task_type="translation",
+                    task_name=f"Translation {data['src_lang']}-{data['tgt_lang']}",
+                    dataset_type=dataset_id,
+                    dataset_name=data["name"],
+                    dataset_config=data.get("corpus_config"),
+                    dataset_split=data["splits"]["test"],
+                    metric_type=metric,
+                    metric_name=name + suffix,
+                    metric_value=results[key][metric],
+                    metric_config=results[key][f"{metric}_signature"],
+                )
+            )
+    return ModelCardData(
+        language=[data["src_lang"], data["tgt_lang"]],
+        license=model.get("license"),
+        library_name="transformers",
+        pipeline_tag="translation",
+        tags=tags,
+        datasets=[dataset_id],
+        metrics=["bleu", "chrf"],
+        model_name=model_id.split("/")[-1],
+        eval_results=eval_results or None,
+    )
+
+
+def render_model_card(results: dict[str, Any], *, model_id: str) -> str:
+    """The card's full text for the run described by ``results`` (the content of results.json)."""
+    model, data = results["model"], results["data"]
+    samples = results.get("samples", [])
+    example = min((sample["source"] for sample in samples), key=len, default="...")
+    card = ModelCard.from_template(
+        build_card_data(results, model_id),
+        template_path=str(TEMPLATE_PATH),
+        model_id=model_id,
+        model_name=model_id.split("/")[-1],
+        family=model["family"],
+        family_title=FAMILY_TITLES.get(model["family"], model["family"]),
+        variant_summary=describe_variant(model["options"]),
+        parameters_millions=round(model["parameters"] / 1e6, 1),
+        model=model,
+        data=data,
+        src_lang=data["src_lang"],
+        tgt_lang=data["tgt_lang"],
+        training=results["training"],
+        train=results.get("train"),
+        test=results.get("test"),
+        test_multi_reference=results.get("test_multi_reference"),
+        samples=samples,
+        example_python=repr(example),
+        example_shell=shlex.quote(example),
+    )
+    return str(card)
+
+
+def write_model_card(output_dir: str | os.PathLike[str], results: dict[str, Any], *, model_id: str) -> Path:
+    """Write README.md into ``output_dir``; returns its path."""
+    path = Path(output_dir) / CARD_FILE
+    path.write_text(render_model_card(results, model_id=model_id), encoding="utf-8")
+    return path

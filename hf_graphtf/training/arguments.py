@@ -1,0 +1,227 @@
+"""Command-line and recipe arguments for training a translation model.
+
+Three dataclasses, parsed together by `HfArgumentParser` as in the Transformers examples: what to
+build (`ModelArguments`), what to train and evaluate on (`DataArguments`), and how to train
+(`TranslationTrainingArguments`, which is `Seq2SeqTrainingArguments` plus early stopping). A recipe
+is one YAML file holding any of their fields; flags given after it on the command line override it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from transformers import HfArgumentParser, Seq2SeqTrainingArguments
+
+from ..configuration import ATTENTION_LINK_CHOICES, ATTENTION_LINK_MODES, GRAPH_FUSIONS, validate_graph_options
+
+MODEL_FAMILIES = ("marian", "bart")
+RECIPE_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass
+class ModelArguments:
+    """The model to train: its family, its size and the attention-link / graph options.
+
+    The size fields use the names of `MarianConfig` / `BartConfig` so a recipe reads like a config.
+    They are ignored when `model_name_or_path` continues from a saved model.
+    """
+
+    model_family: str = field(default="marian", metadata={"help": f"One of {MODEL_FAMILIES}."})
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "Start from this saved model (directory or Hub id) instead of a fresh one."},
+    )
+    tokenizer_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "Use this tokenizer instead of training one on the training split."},
+    )
+    d_model: int = 512
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    encoder_attention_heads: int = 8
+    decoder_attention_heads: int = 8
+    encoder_ffn_dim: int = 2048
+    decoder_ffn_dim: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    activation_function: str = field(default="relu", metadata={"help": "relu as in the Transformer papers."})
+    max_position_embeddings: int = 512
+    scale_embedding: bool = field(default=True, metadata={"help": "Multiply embeddings by sqrt(d_model)."})
+    attention_link: str = field(default="none", metadata={"help": f"One of {ATTENTION_LINK_CHOICES}."})
+    attention_link_mode: str = field(default="previous", metadata={"help": f"One of {ATTENTION_LINK_MODES}."})
+    graph_attention: bool = False
+    graph_fusion: str = field(default="gate", metadata={"help": f"One of {GRAPH_FUSIONS}."})
+    graph_half_dim: bool = False
+    graph_shared_qkv: bool = False
+    attn_implementation: str = field(
+        default="sdpa", metadata={"help": "'sdpa' or 'eager'; attention link supports both."}
+    )
+    license: str = field(default="apache-2.0", metadata={"help": "License written into the model card."})
+
+    def __post_init__(self) -> None:
+        if self.model_family not in MODEL_FAMILIES:
+            raise ValueError(f"model_family must be one of {MODEL_FAMILIES}; got {self.model_family!r}.")
+        # The fields carry the config's names, so the config's own validation applies as is and a bad
+        # option fails when the recipe is read, not after the corpus is loaded and a tokenizer trained.
+        validate_graph_options(self)
+
+    def graph_options(self) -> dict[str, Any]:
+        """The option fields of `GraphMarianConfig` / `GraphBartConfig`, as set here."""
+        return {
+            "attention_link": self.attention_link,
+            "attention_link_mode": self.attention_link_mode,
+            "graph_attention": self.graph_attention,
+            "graph_fusion": self.graph_fusion,
+            "graph_half_dim": self.graph_half_dim,
+            "graph_shared_qkv": self.graph_shared_qkv,
+        }
+
+    def size_options(self) -> dict[str, Any]:
+        """Size and regularisation fields, passed to the config unchanged."""
+        names = (
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "dropout",
+            "attention_dropout",
+            "activation_dropout",
+            "activation_function",
+            "max_position_embeddings",
+            "scale_embedding",
+        )
+        return {name: getattr(self, name) for name in names}
+
+
+@dataclass
+class DataArguments:
+    """The parallel corpus, its splits, the subword vocabulary and how results are reported."""
+
+    corpus: str | None = field(
+        default=None,
+        metadata={
+            "help": "A corpus directory of <split>.jsonl/.tsv files (see `hf-graphtf build-corpus`), or a Hub "
+            "dataset: a short name (iwslt14-de-en, wmt14-en-de) or an id (with corpus_config)."
+        },
+    )
+    corpus_config: str | None = field(
+        default=None, metadata={"help": "Hub dataset configuration, for Hub ids not known by short name."}
+    )
+    corpus_name: str | None = field(default=None, metadata={"help": "Name shown in the model card."})
+    src_lang: str = "es"
+    tgt_lang: str = "en"
+    train_split: str = field(default="train", metadata={"help": "e.g. 'train_10k' for the 10K Bible subset."})
+    validation_split: str = "valid"
+    test_split: str = "test"
+    max_source_length: int = 256
+    max_target_length: int = 256
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = field(
+        default=None, metadata={"help": "Evaluate on the first N validation pairs (generation is slow on CPU)."}
+    )
+    max_test_samples: int | None = None
+    vocab_size: int = field(default=8000, metadata={"help": "Joint subword vocabulary trained on the train split."})
+    tokenizer_model: str = field(default="unigram", metadata={"help": "'unigram' or 'bpe'."})
+    length_buckets: list[int] = field(
+        default_factory=lambda: [10, 20, 30, 40, 50],
+        metadata={"help": "Upper bounds (source words) of the BLEU-by-length buckets; the last is open."},
+    )
+    num_sample_translations: int = field(default=5, metadata={"help": "Test translations printed and carded."})
+    preprocessing_num_workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.corpus is None:
+            raise ValueError("DataArguments.corpus is required: a corpus directory, a JSONL/TSV file or a Hub id.")
+        if self.src_lang == self.tgt_lang:
+            raise ValueError(f"src_lang and tgt_lang must differ; both are {self.src_lang!r}.")
+        if list(self.length_buckets) != sorted(set(self.length_buckets)) or min(self.length_buckets, default=1) < 1:
+            raise ValueError(f"length_buckets must be increasing positive integers; got {self.length_buckets!r}.")
+
+    @property
+    def display_name(self) -> str:
+        """How the card and the results name the corpus."""
+        if self.corpus_name:
+            return self.corpus_name
+        return os.path.basename(os.path.normpath(self.corpus)) if os.path.exists(self.corpus) else self.corpus
+
+
+@dataclass
+class TranslationTrainingArguments(Seq2SeqTrainingArguments):
+    """`Seq2SeqTrainingArguments` plus early stopping on the validation BLEU and a test beam size.
+
+    A subclass rather than a fourth dataclass because these are training-loop settings, next to
+    ``load_best_model_at_end`` which early stopping needs. BLEU needs generated text, so
+    `predict_with_generate` defaults to true and the best checkpoint is chosen on `bleu` by default.
+    """
+
+    predict_with_generate: bool = field(
+        default=True, metadata={"help": "Generate during evaluation so that BLEU and chrF can be computed."}
+    )
+    metric_for_best_model: str | None = field(
+        default="bleu", metadata={"help": "Metric that picks the best checkpoint and drives early stopping."}
+    )
+    test_num_beams: int | None = field(
+        default=None,
+        metadata={
+            "help": "Beam size for the final test translation (default: generation_num_beams); evaluation "
+            "during training can then stay greedy and fast."
+        },
+    )
+    early_stopping_patience: int | None = field(
+        default=None,
+        metadata={"help": "Stop after this many evaluations without improvement (needs load_best_model_at_end)."},
+    )
+    early_stopping_threshold: float = field(
+        default=0.0, metadata={"help": "Minimum improvement of the metric that resets the patience."}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.early_stopping_patience is not None and not self.load_best_model_at_end:
+            raise ValueError(
+                "early_stopping_patience needs load_best_model_at_end: true (and matching eval/save strategies), "
+                "so that the best checkpoint is the one kept."
+            )
+
+
+ARGUMENT_CLASSES = (ModelArguments, DataArguments, TranslationTrainingArguments)
+
+
+def load_recipe(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a recipe YAML file: a flat mapping of argument names to values."""
+    with open(path, encoding="utf-8") as handle:
+        recipe = yaml.safe_load(handle) or {}
+    if not isinstance(recipe, dict):
+        kind = type(recipe).__name__
+        raise ValueError(f"{path}: a recipe must be a mapping of argument names to values; got a {kind}.")
+    return recipe
+
+
+def parse_recipe_args(
+    argv: Sequence[str] | None = None,
+) -> tuple[ModelArguments, DataArguments, TranslationTrainingArguments]:
+    """Parse ``[recipe.yaml] [--flag value ...]`` into the three argument dataclasses.
+
+    The recipe's values become the parser's defaults, so any flag on the command line wins over the
+    file (``recipe.yaml --max_steps 20``). Unknown recipe keys are an error, not silently ignored.
+    """
+    parser = HfArgumentParser(ARGUMENT_CLASSES)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].endswith(RECIPE_SUFFIXES):
+        recipe_path = argv.pop(0)
+        recipe = load_recipe(recipe_path)
+        known = {action.dest for action in parser._actions}
+        unknown = sorted(set(recipe) - known)
+        if unknown:
+            raise ValueError(f"{recipe_path}: unknown argument(s) {', '.join(unknown)}.")
+        parser.set_defaults(**recipe)
+    return parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)

@@ -1,0 +1,132 @@
+"""BLEU and chrF with sacrebleu: during evaluation, on the test set, by source length, multi-reference.
+
+Scores are sacrebleu's defaults (BLEU with the 13a tokenizer, chrF2) on detokenized text, so they
+compare with published sacreBLEU numbers; the signatures are returned with the scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from sacrebleu.metrics import BLEU, CHRF
+from transformers import EvalPrediction, PreTrainedTokenizerBase
+
+#: what `DataCollatorForSeq2Seq` puts in padded label positions, and the Trainer in padded predictions
+IGNORE_INDEX = -100
+
+
+def decode_token_ids(tokenizer: PreTrainedTokenizerBase, token_ids: Any) -> list[str]:
+    """Decode generated ids or labels to text.
+
+    Labels are padded with -100 and the Trainer pads predictions of different batches with -100 too;
+    -100 is no token id, so it is mapped to the pad token (dropped by ``skip_special_tokens``) first.
+    """
+    ids = np.asarray(token_ids)
+    ids = np.where(ids < 0, tokenizer.pad_token_id, ids)
+    return [text.strip() for text in tokenizer.batch_decode(ids.tolist(), skip_special_tokens=True)]
+
+
+def reference_streams(references: Sequence[Sequence[str]]) -> list[list[str | None]]:
+    """Turn per-sentence reference lists into sacrebleu's per-position reference streams.
+
+    ``references[i]`` holds the references of sentence i; sentences may have different numbers of
+    them, and sacrebleu skips the ``None`` that fills the gaps.
+    """
+    if not references or any(len(refs) == 0 for refs in references):
+        raise ValueError("every sentence needs at least one reference")
+    width = max(len(refs) for refs in references)
+    return [[refs[k] if k < len(refs) else None for refs in references] for k in range(width)]
+
+
+def corpus_scores(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """Corpus BLEU and chrF of ``hypotheses`` against one or more references per sentence."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} reference lists")
+    streams = reference_streams(references)
+    bleu, chrf = BLEU(), CHRF()
+    bleu_score = bleu.corpus_score(list(hypotheses), streams)
+    chrf_score = chrf.corpus_score(list(hypotheses), streams)
+    return {
+        "bleu": round(bleu_score.score, 2),
+        "chrf": round(chrf_score.score, 2),
+        "bleu_signature": str(bleu.get_signature()),
+        "chrf_signature": str(chrf.get_signature()),
+    }
+
+
+def length_bucket_labels(edges: Sequence[int]) -> list[str]:
+    """``[10, 20]`` -> ``["1-10", "11-20", "21+"]``."""
+    labels, low = [], 1
+    for high in edges:
+        labels.append(f"{low}-{high}")
+        low = high + 1
+    labels.append(f"{low}+")
+    return labels
+
+
+def source_length_bucket(source: str, edges: Sequence[int]) -> int:
+    """Index of the bucket of a source sentence, by its number of whitespace-separated words."""
+    words = len(source.split())
+    for index, high in enumerate(edges):
+        if words <= high:
+            return index
+    return len(edges)
+
+
+def bleu_by_length(
+    sources: Sequence[str],
+    hypotheses: Sequence[str],
+    references: Sequence[Sequence[str]],
+    edges: Sequence[int],
+) -> dict[str, dict[str, Any]]:
+    """Corpus BLEU of the sentences in each source-length bucket (the Graph-Transformer analysis).
+
+    Buckets are counted in source words so that they do not depend on the subword vocabulary; an
+    empty bucket reports ``bleu: None``.
+    """
+    labels = length_bucket_labels(edges)
+    members: list[list[int]] = [[] for _ in labels]
+    for i, source in enumerate(sources):
+        members[source_length_bucket(source, edges)].append(i)
+    report = {}
+    for label, indices in zip(labels, members):
+        bleu = None
+        if indices:
+            streams = reference_streams([references[i] for i in indices])
+            bleu = round(BLEU().corpus_score([hypotheses[i] for i in indices], streams).score, 2)
+        report[label] = {"sentences": len(indices), "bleu": bleu}
+    return report
+
+
+def translation_report(
+    sources: Sequence[str],
+    hypotheses: Sequence[str],
+    references: Sequence[Sequence[str]],
+    edges: Sequence[int],
+) -> dict[str, Any]:
+    """Everything reported for a test set: BLEU, chrF, BLEU by source length, reference count."""
+    report = corpus_scores(hypotheses, references)
+    report["sentences"] = len(hypotheses)
+    report["references_per_sentence"] = max(len(refs) for refs in references)
+    report["bleu_by_length"] = bleu_by_length(sources, hypotheses, references, edges)
+    return report
+
+
+def build_compute_metrics(tokenizer: PreTrainedTokenizerBase) -> Callable[[EvalPrediction], dict[str, float]]:
+    """`compute_metrics` for `Seq2SeqTrainer` with ``predict_with_generate``: BLEU, chrF, mean length.
+
+    References are the decoded labels, as in the Transformers examples; the final test evaluation
+    scores against the raw reference text instead (see `translation_report`).
+    """
+
+    def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
+        predictions = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+        hypotheses = decode_token_ids(tokenizer, predictions)
+        references = decode_token_ids(tokenizer, prediction.label_ids)
+        scores = corpus_scores(hypotheses, [[reference] for reference in references])
+        lengths = np.count_nonzero((predictions != tokenizer.pad_token_id) & (predictions >= 0), axis=-1)
+        return {"bleu": scores["bleu"], "chrf": scores["chrf"], "gen_len": round(float(np.mean(lengths)), 2)}
+
+    return compute_metrics

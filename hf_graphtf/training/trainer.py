@@ -1,0 +1,459 @@
+"""From a parallel corpus to a trained, evaluated, shareable model with `Seq2SeqTrainer`.
+
+`run_translation` is the whole recipe: load the splits, get a tokenizer (trained on the training
+split unless one is given), build the model from the options, tokenize, train with early stopping
+on validation BLEU (resuming from the last checkpoint in ``output_dir`` when there is one), score
+the test split against the raw references, and leave in ``output_dir`` everything a user needs:
+weights, tokenizer, modeling code, ``results.json``, the test translations and a model card.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import datasets
+from datasets import Dataset
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    DataCollatorForSeq2Seq,
+    EarlyStoppingCallback,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Seq2SeqTrainer,
+    TrainerCallback,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
+from transformers.utils import logging
+
+from ..configuration import GraphBartConfig, GraphMarianConfig
+from ..data import HUB_CORPORA, load_parallel_corpus
+from ..model_card import write_model_card
+from ..tokenization import train_joint_tokenizer
+from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments, parse_recipe_args
+from .metrics import build_compute_metrics, decode_token_ids, translation_report
+
+logger = logging.get_logger(__name__)
+
+CONFIG_CLASSES = {"marian": GraphMarianConfig, "bart": GraphBartConfig}
+RESULTS_FILE = "results.json"
+PREDICTIONS_FILE = "test_predictions.txt"
+#: left out of the Hub upload: checkpoints, private files and the pickled training arguments
+HUB_IGNORE_PATTERNS = ["_*", "checkpoint-*", "runs/*", "training_args.bin"]
+#: training hyperparameters recorded in results.json and shown in the model card
+RECORDED_TRAINING_ARGS = (
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "world_size",
+    "label_smoothing_factor",
+    "optim",
+    "adam_beta1",
+    "adam_beta2",
+    "weight_decay",
+    "max_grad_norm",
+    "max_steps",
+    "num_train_epochs",
+    "eval_steps",
+    "early_stopping_patience",
+    "generation_num_beams",
+    "test_num_beams",
+    "seed",
+)
+
+
+def load_splits(data_args: DataArguments, training_args: TranslationTrainingArguments) -> dict[str, Dataset]:
+    """The raw splits the run needs, keyed ``train``, ``validation`` and ``test``.
+
+    Each split is loaded on its own, so an evaluation-only run does not read the training data;
+    a missing split or a malformed file raises the corpus loader's `ValueError`, naming the file.
+    """
+    wanted = {
+        "train": (training_args.do_train, data_args.train_split, data_args.max_train_samples),
+        "validation": (_evaluates(training_args), data_args.validation_split, data_args.max_eval_samples),
+        "test": (training_args.do_predict, data_args.test_split, data_args.max_test_samples),
+    }
+    splits = {}
+    for role, (needed, name, limit) in wanted.items():
+        if not needed:
+            continue
+        split = load_parallel_corpus(
+            data_args.corpus,
+            src_lang=data_args.src_lang,
+            tgt_lang=data_args.tgt_lang,
+            split=name,
+            config=data_args.corpus_config,
+        )
+        splits[role] = split.select(range(min(limit, len(split)))) if limit is not None else split
+    return splits
+
+
+def _evaluates(training_args: TranslationTrainingArguments) -> bool:
+    return training_args.do_eval or training_args.eval_strategy != "no"
+
+
+def build_tokenizer(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TranslationTrainingArguments,
+    train_split: Dataset | None,
+    checkpoint: str | None,
+) -> PreTrainedTokenizerBase:
+    """The given tokenizer, the one saved with the checkpoint being resumed, or a new joint one.
+
+    A new tokenizer is trained once, by the main process, and saved in ``output_dir``; the other
+    processes of a distributed run wait and load that copy, so every process has the same vocabulary.
+    """
+    source = model_args.tokenizer_name_or_path or checkpoint or model_args.model_name_or_path
+    if source is not None:
+        return AutoTokenizer.from_pretrained(source)
+    if train_split is None:
+        raise ValueError("no tokenizer to use: set tokenizer_name_or_path or model_name_or_path, or train (do_train).")
+    with training_args.main_process_first(local=False, desc="training the tokenizer"):
+        if training_args.process_index == 0:
+            tokenizer = train_joint_tokenizer(
+                train_split,
+                src_lang=data_args.src_lang,
+                tgt_lang=data_args.tgt_lang,
+                vocab_size=data_args.vocab_size,
+                model=data_args.tokenizer_model,
+            )
+            tokenizer.save_pretrained(training_args.output_dir)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(training_args.output_dir)
+    return tokenizer
+
+
+def build_model(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TranslationTrainingArguments,
+    tokenizer: PreTrainedTokenizerBase,
+) -> PreTrainedModel:
+    """A fresh model of the chosen family and options, or the saved one named by ``model_name_or_path``.
+
+    Special tokens come from the tokenizer; the decoder starts from the pad token, as in Marian.
+    The generation settings used for evaluation are stored in the model's generation config, so the
+    saved model translates the same way by default.
+    """
+    if model_args.model_name_or_path is not None:
+        model = AutoModelForSeq2SeqLM.from_pretrained(
+            model_args.model_name_or_path, attn_implementation=model_args.attn_implementation
+        )
+    else:
+        config = CONFIG_CLASSES[model_args.model_family](
+            vocab_size=len(tokenizer),
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            decoder_start_token_id=tokenizer.pad_token_id,
+            forced_eos_token_id=tokenizer.eos_token_id,
+            **model_args.size_options(),
+            **model_args.graph_options(),
+        )
+        model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation=model_args.attn_implementation)
+    generation = model.generation_config
+    generation.max_length = training_args.generation_max_length or data_args.max_target_length
+    # the saved model translates like the test evaluation did
+    generation.num_beams = training_args.test_num_beams or training_args.generation_num_beams or generation.num_beams
+    return model
+
+
+def tokenize_splits(
+    splits: dict[str, Dataset],
+    tokenizer: PreTrainedTokenizerBase,
+    data_args: DataArguments,
+    training_args: TranslationTrainingArguments,
+) -> dict[str, Dataset]:
+    """Source ids and target labels (each ending in ``</s>``), truncated to the maximum lengths."""
+
+    def preprocess(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        sources = [pair[data_args.src_lang] for pair in batch["translation"]]
+        targets = [pair[data_args.tgt_lang] for pair in batch["translation"]]
+        features = tokenizer(sources, max_length=data_args.max_source_length, truncation=True)
+        labels = tokenizer(text_target=targets, max_length=data_args.max_target_length, truncation=True)
+        features["labels"] = labels["input_ids"]
+        return features
+
+    tokenized = {}
+    with training_args.main_process_first(desc="tokenizing the corpus"):
+        for role, split in splits.items():
+            tokenized[role] = split.map(
+                preprocess,
+                batched=True,
+                remove_columns=split.column_names,
+                num_proc=data_args.preprocessing_num_workers,
+                desc=f"Tokenizing the {role} split",
+            )
+    return tokenized
+
+
+def find_resume_checkpoint(training_args: TranslationTrainingArguments) -> str | None:
+    """The checkpoint to resume from: the one asked for, else the last one in ``output_dir``."""
+    if training_args.resume_from_checkpoint:
+        return training_args.resume_from_checkpoint
+    if training_args.do_train and os.path.isdir(training_args.output_dir):
+        return get_last_checkpoint(training_args.output_dir)
+    return None
+
+
+def reference_lists(split: Dataset, tgt_lang: str) -> tuple[list[list[str]], list[list[str]] | None]:
+    """Single references (the target side) and, when the corpus has a ``references`` column, all of them.
+
+    The target side comes first in each multi-reference list and is not repeated if the column also
+    holds it (the Bible corpus lists WEB, which is the target side, and KJV).
+    """
+    targets = [pair[tgt_lang] for pair in split["translation"]]
+    single = [[target] for target in targets]
+    if "references" not in split.column_names:
+        return single, None
+    multi = []
+    for target, extra in zip(targets, split["references"]):
+        others = (extra or {}).get(tgt_lang) or []
+        multi.append([target] + [ref for ref in others if ref != target])
+    return single, multi
+
+
+def evaluate_test_split(
+    trainer: Seq2SeqTrainer,
+    raw: Dataset,
+    tokenized: Dataset,
+    tokenizer: PreTrainedTokenizerBase,
+    data_args: DataArguments,
+) -> tuple[dict[str, Any], list[str]]:
+    """Translate the test split and score it against the raw reference text (not decoded labels)."""
+    # Generation runs until the longest sentence of a batch is done: batches of similar lengths are
+    # much faster. The predictions are put back in corpus order afterwards.
+    lengths = [len(ids) for ids in tokenized["input_ids"]]
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    num_beams = trainer.args.test_num_beams or trainer.args.generation_num_beams
+    output = trainer.predict(tokenized.select(order), metric_key_prefix="test", num_beams=num_beams)
+    hypotheses = [""] * len(order)
+    for position, text in zip(order, decode_token_ids(tokenizer, output.predictions)):
+        hypotheses[position] = text
+    sources = [pair[data_args.src_lang] for pair in raw["translation"]]
+    single, multi = reference_lists(raw, data_args.tgt_lang)
+    results: dict[str, Any] = {"test": translation_report(sources, hypotheses, single, data_args.length_buckets)}
+    results["test"]["loss"] = output.metrics.get("test_loss")
+    results["test"]["runtime"] = output.metrics.get("test_runtime")
+    if multi is not None:
+        results["test_multi_reference"] = translation_report(sources, hypotheses, multi, data_args.length_buckets)
+    ids = raw["id"] if "id" in raw.column_names else [str(i) for i in range(len(raw))]
+    count = min(data_args.num_sample_translations, len(hypotheses))
+    spread = [i * len(hypotheses) // count for i in range(count)]  # across the split, not only its start
+    results["samples"] = [
+        {"id": ids[i], "source": sources[i], "reference": single[i][0], "translation": hypotheses[i]} for i in spread
+    ]
+    return results, hypotheses
+
+
+def _plain(value: Any) -> Any:
+    """Enum-valued arguments (``lr_scheduler_type``, ``optim``) as their plain string values."""
+    return value.value if isinstance(value, Enum) else value
+
+
+def hub_dataset_id(corpus: str) -> str | None:
+    """The Hub id of a corpus loaded from the Hub (short names resolved), None for local data."""
+    if os.path.exists(corpus):
+        return None
+    return HUB_CORPORA[corpus][0] if corpus in HUB_CORPORA else corpus
+
+
+def run_record(
+    model: PreTrainedModel,
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TranslationTrainingArguments,
+) -> dict[str, Any]:
+    """What was trained on what, and how: the part of results.json that the model card describes."""
+    return {
+        "model": {
+            "family": model_args.model_family,
+            "model_type": model.config.model_type,
+            "parameters": model.num_parameters(),
+            "options": {name: getattr(model.config, name) for name in model_args.graph_options()},
+            "sizes": {name: getattr(model.config, name) for name in model_args.size_options()},
+            "vocab_size": model.config.vocab_size,
+            "license": model_args.license,
+        },
+        "data": {
+            "corpus": data_args.corpus,
+            "corpus_config": data_args.corpus_config,
+            "hub_dataset": hub_dataset_id(data_args.corpus),
+            "name": data_args.display_name,
+            "src_lang": data_args.src_lang,
+            "tgt_lang": data_args.tgt_lang,
+            "splits": {
+                "train": data_args.train_split,
+                "validation": data_args.validation_split,
+                "test": data_args.test_split,
+            },
+        },
+        "training": {name: _plain(getattr(training_args, name)) for name in RECORDED_TRAINING_ARGS},
+    }
+
+
+def hub_repo_id(training_args: TranslationTrainingArguments) -> str:
+    """The Hub repository named like the Trainer names it: ``hub_model_id`` or the output folder's name."""
+    return training_args.hub_model_id or Path(training_args.output_dir).absolute().name
+
+
+def create_hub_repo(training_args: TranslationTrainingArguments) -> str:
+    """Create (or find) the Hub repository before the card is written, which needs its full id."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=training_args.hub_token)
+    return api.create_repo(hub_repo_id(training_args), private=training_args.hub_private_repo, exist_ok=True).repo_id
+
+
+def upload_to_hub(output_dir: str, training_args: TranslationTrainingArguments, repo_id: str) -> None:
+    """Upload the finished model folder (no checkpoints) in one commit.
+
+    `Trainer.push_to_hub` would replace the model card with its generic one, so the upload goes
+    through `huggingface_hub` directly, with the Trainer's own ignore rules.
+    """
+    from huggingface_hub import HfApi
+
+    HfApi(token=training_args.hub_token).upload_folder(
+        repo_id=repo_id,
+        folder_path=output_dir,
+        commit_message="Upload translation model trained with hf_graphtf",
+        ignore_patterns=HUB_IGNORE_PATTERNS,
+        revision=training_args.hub_revision,
+    )
+
+
+def write_outputs(output_dir: str, results: dict[str, Any], hypotheses: list[str] | None) -> None:
+    """results.json and the test translations, one per line in test-split order."""
+    with open(os.path.join(output_dir, RESULTS_FILE), "w", encoding="utf-8") as handle:
+        json.dump(results, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")
+    if hypotheses is not None:
+        with open(os.path.join(output_dir, PREDICTIONS_FILE), "w", encoding="utf-8") as handle:
+            handle.writelines(hypothesis + "\n" for hypothesis in hypotheses)
+
+
+def run_translation(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TranslationTrainingArguments,
+    callbacks: Sequence[TrainerCallback] = (),
+) -> dict[str, Any]:
+    """Train, evaluate and save one translation model; returns what is written to results.json.
+
+    ``push_to_hub`` uploads once at the end (after the card has the test scores), not at every save.
+    """
+    if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
+        raise ValueError("nothing to do: set at least one of do_train, do_eval, do_predict.")
+    logging.set_verbosity(training_args.get_process_log_level())
+    datasets.utils.logging.set_verbosity(training_args.get_process_log_level())
+    set_seed(training_args.seed)
+    push_to_hub, training_args.push_to_hub = training_args.push_to_hub, False
+
+    checkpoint = find_resume_checkpoint(training_args)
+    if checkpoint is not None:
+        logger.warning(f"Resuming training from {checkpoint}.")
+    splits = load_splits(data_args, training_args)
+    tokenizer = build_tokenizer(model_args, data_args, training_args, splits.get("train"), checkpoint)
+    model = build_model(model_args, data_args, training_args, tokenizer)
+    tokenized = tokenize_splits(splits, tokenizer, data_args, training_args)
+
+    all_callbacks = list(callbacks)
+    if training_args.early_stopping_patience is not None:
+        all_callbacks.append(
+            EarlyStoppingCallback(training_args.early_stopping_patience, training_args.early_stopping_threshold)
+        )
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=tokenized.get("train"),
+        eval_dataset=tokenized.get("validation"),
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        compute_metrics=build_compute_metrics(tokenizer),
+        callbacks=all_callbacks,
+    )
+
+    results = run_record(model, model_args, data_args, training_args)
+    if training_args.do_train:
+        train_output = trainer.train(resume_from_checkpoint=checkpoint)
+        trainer.save_model()
+        trainer.save_state()
+        results["train"] = {
+            **train_output.metrics,
+            "global_step": trainer.state.global_step,
+            "best_checkpoint": trainer.state.best_model_checkpoint,
+            "resumed_from_checkpoint": checkpoint,
+        }
+    if training_args.do_eval:
+        results["eval"] = trainer.evaluate(metric_key_prefix="eval")
+    hypotheses = None
+    if training_args.do_predict:
+        test_results, hypotheses = evaluate_test_split(trainer, splits["test"], tokenized["test"], tokenizer, data_args)
+        results.update(test_results)
+
+    if trainer.is_world_process_zero():
+        repo_id = create_hub_repo(training_args) if push_to_hub else hub_repo_id(training_args)
+        if push_to_hub:
+            results["hub_repo_id"] = repo_id
+        write_outputs(training_args.output_dir, results, hypotheses)
+        write_model_card(training_args.output_dir, results, model_id=repo_id)
+        if push_to_hub:
+            upload_to_hub(training_args.output_dir, training_args, repo_id)
+    return results
+
+
+def format_summary(results: dict[str, Any], output_dir: str) -> str:
+    """The end-of-run report printed by the recipe script and ``hf-graphtf train``."""
+    lines = [f"Model, tokenizer, card and {RESULTS_FILE} saved in {output_dir}"]
+    if "eval" in results:
+        lines.append(f"Validation: BLEU {results['eval'].get('eval_bleu')}  chrF {results['eval'].get('eval_chrf')}")
+    for key, title in (("test", "Test"), ("test_multi_reference", "Test, all references")):
+        if key in results:
+            report = results[key]
+            lines.append(
+                f"{title}: BLEU {report['bleu']}  chrF {report['chrf']}  "
+                f"({report['sentences']} sentences, {report['references_per_sentence']} reference(s) per sentence)"
+            )
+    if "test" in results:
+        buckets = results["test"]["bleu_by_length"]
+        lines.append(
+            "BLEU by source length (words): "
+            + "  ".join(f"{label}: {row['bleu']} ({row['sentences']})" for label, row in buckets.items())
+        )
+        lines.append(f"sacreBLEU: {results['test']['bleu_signature']}")
+    for sample in results.get("samples", []):
+        lines += [
+            f"[{sample['id']}]",
+            f"  source:      {sample['source']}",
+            f"  reference:   {sample['reference']}",
+            f"  translation: {sample['translation']}",
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Parse ``[recipe.yaml] [--flag value ...]``, run the recipe and print the summary."""
+    model_args, data_args, training_args = parse_recipe_args(argv)
+    results = run_translation(model_args, data_args, training_args)
+    if training_args.process_index == 0:
+        print(format_summary(results, training_args.output_dir), flush=True)
+    return results
+
+
+__all__ = [
+    "build_model",
+    "build_tokenizer",
+    "format_summary",
+    "load_splits",
+    "main",
+    "run_translation",
+    "upload_to_hub",
+]

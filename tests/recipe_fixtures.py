@@ -1,0 +1,184 @@
+"""Tiny corpora, recipes and trained models for the training, CLI and model-card tests.
+
+The corpus is a toy word-for-word Spanish/English "language" in the Bible corpus format, small
+enough that a d_model=32 model trains for a few steps in seconds on a CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TRAIN_SCRIPT = REPO_ROOT / "recipes" / "train_translation.py"
+
+_LEXICON = {
+    "el": "the",
+    "hombre": "man",
+    "mujer": "woman",
+    "rey": "king",
+    "pueblo": "people",
+    "dijo": "said",
+    "vio": "saw",
+    "tomó": "took",
+    "pan": "bread",
+    "agua": "water",
+    "casa": "house",
+    "tierra": "land",
+    "y": "and",
+    "grande": "great",
+    "bueno": "good",
+    "día": "day",
+}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Run each test on one intra-op thread, as the child processes do (``OMP_NUM_THREADS=1``).
+
+    Tiny models spend their time in thread synchronisation: on a 2-core machine a d_model=32 layer
+    ran about 20 times faster on one thread than on two.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def toy_pair(rng: random.Random) -> tuple[str, str]:
+    """A Spanish sentence of 3-12 toy words and its word-for-word English translation."""
+    words = rng.choices(sorted(_LEXICON), k=rng.randint(3, 12))
+    return " ".join(words).capitalize() + ".", " ".join(_LEXICON[w] for w in words).capitalize() + "."
+
+
+def write_tiny_corpus(directory: Path, sizes: dict[str, int] | None = None, seed: int = 0) -> Path:
+    """``<split>.jsonl`` files in the Bible corpus format; test pairs carry a second reference."""
+    sizes = sizes or {"train": 64, "valid": 8, "test": 8}
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for split, size in sizes.items():
+        with open(directory / f"{split}.jsonl", "w", encoding="utf-8") as handle:
+            for i in range(size):
+                es, en = toy_pair(rng)
+                record = {
+                    "id": f"Toy.{split}.{i}",
+                    "translation": {"es": es, "en": en},
+                    "references": {"en": [en, en.replace("the", "that")]},
+                }
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return directory
+
+
+def tiny_recipe(corpus: Path, output_dir: Path, **overrides: Any) -> dict[str, Any]:
+    """A recipe for a d_model=32 attention-link model that trains a few steps in seconds."""
+    recipe: dict[str, Any] = {
+        "model_family": "marian",
+        "d_model": 32,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "encoder_attention_heads": 2,
+        "decoder_attention_heads": 2,
+        "encoder_ffn_dim": 64,
+        "decoder_ffn_dim": 64,
+        "attention_link": "both",
+        "corpus": str(corpus),
+        "src_lang": "es",
+        "tgt_lang": "en",
+        "train_split": "train",
+        "vocab_size": 300,
+        "max_source_length": 32,
+        "max_target_length": 32,
+        "length_buckets": [5, 10],
+        "num_sample_translations": 2,
+        "output_dir": str(output_dir),
+        "do_train": True,
+        "do_eval": True,
+        "do_predict": True,
+        "max_steps": 4,
+        "per_device_train_batch_size": 16,
+        "per_device_eval_batch_size": 16,
+        "learning_rate": 0.003,
+        "lr_scheduler_type": "inverse_sqrt",
+        "warmup_steps": 2,
+        "label_smoothing_factor": 0.1,
+        "adam_beta2": 0.98,
+        "optim": "adamw_torch",
+        "eval_strategy": "steps",
+        "eval_steps": 2,
+        "save_strategy": "steps",
+        "save_steps": 2,
+        "logging_steps": 1,
+        "generation_max_length": 16,
+        "generation_num_beams": 1,
+        "report_to": "none",
+        "disable_tqdm": True,
+        "dataloader_pin_memory": False,
+        "use_cpu": True,
+        "seed": 0,
+    }
+    recipe.update(overrides)
+    return recipe
+
+
+def write_recipe(path: Path, recipe: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def subprocess_env() -> dict[str, str]:
+    """Environment for child processes: the repository importable, no Hub access, quiet tokenizers."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+    return env
+
+
+def run_python(*args: str, cwd: Path | None = None, stdin: str | None = None, timeout: int = 300):
+    """Run ``python *args`` in a child process; returns the CompletedProcess (text mode)."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd or REPO_ROOT,
+        env=subprocess_env(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@dataclass
+class TrainedRun:
+    """One run of the recipe script on the tiny corpus, shared by the tests that need a trained model."""
+
+    output_dir: Path
+    corpus: Path
+    results: dict[str, Any]
+    stdout: str
+    command: list[str]
+
+
+_TRAINED: dict[str, TrainedRun] = {}
+
+
+def trained_tiny_model(tmp_path_factory) -> TrainedRun:
+    """Train once per test session (recipe max_steps 2, overridden to 4 on the command line)."""
+    if "run" not in _TRAINED:
+        base = tmp_path_factory.mktemp("trained")
+        corpus = write_tiny_corpus(base / "corpus")
+        recipe = write_recipe(base / "recipe.yaml", tiny_recipe(corpus, base / "out", max_steps=2))
+        command = [str(TRAIN_SCRIPT), str(recipe), "--max_steps", "4"]
+        result = run_python(*command)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        results = json.loads((base / "out" / "results.json").read_text(encoding="utf-8"))
+        _TRAINED["run"] = TrainedRun(base / "out", corpus, results, result.stdout, command)
+    return _TRAINED["run"]

@@ -1,0 +1,142 @@
+"""The hf-graphtf command: translate, evaluate, gates, build-corpus, train."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import sacrebleu
+import torch
+from recipe_fixtures import one_thread, run_python, trained_tiny_model  # noqa: F401  (autouse fixture)
+
+from hf_graphtf import cli
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    return trained_tiny_model(tmp_path_factory)
+
+
+def _test_pairs(run):
+    records = [json.loads(line) for line in (run.corpus / "test.jsonl").read_text(encoding="utf-8").splitlines()]
+    sources = [r["translation"]["es"] for r in records]
+    references = [r["references"]["en"] for r in records]
+    return sources, references
+
+
+def test_translate_reads_stdin_and_keeps_line_order(trained):
+    """The real console entry point in a child process: one output line per input line, blank stays blank."""
+    lines = ["El rey dijo pan.", "", "El hombre y la mujer vieron la tierra grande y el agua."]
+    result = run_python(
+        "-m",
+        "hf_graphtf.cli",
+        "translate",
+        "--model",
+        str(trained.output_dir),
+        "--beam-size",
+        "2",
+        "--max-new-tokens",
+        "6",
+        "--batch-size",
+        "2",
+        stdin="\n".join(lines) + "\n",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    outputs = result.stdout.split("\n")[:-1]
+    assert len(outputs) == 3 and outputs[1] == ""
+    assert "Translating" in result.stderr  # tqdm progress goes to stderr, translations alone to stdout
+
+    tokenizer, model = cli.load_model(str(trained.output_dir), "cpu")
+    for line, output in zip(lines[::2], outputs[::2]):
+        batch = tokenizer([line], return_tensors="pt")
+        expected = tokenizer.decode(model.generate(**batch, num_beams=2, max_new_tokens=6)[0], skip_special_tokens=True)
+        assert output == expected.strip()
+
+
+def test_evaluate_a_model_against_two_reference_files(trained, tmp_path, capsys):
+    sources, references = _test_pairs(trained)
+    (tmp_path / "test.es").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    for k in range(2):
+        (tmp_path / f"ref{k}.en").write_text("\n".join(refs[k] for refs in references) + "\n", encoding="utf-8")
+    report_path = tmp_path / "report.json"
+    argv = ["evaluate", "--model", str(trained.output_dir), "--source", str(tmp_path / "test.es")]
+    argv += ["--references", str(tmp_path / "ref0.en"), str(tmp_path / "ref1.en"), "--length-buckets", "5", "10"]
+    argv += ["--json", str(report_path), "--save-translations", str(tmp_path / "hyp.en"), "--quiet"]
+    assert cli.main(argv) == 0
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert report["references_per_sentence"] == 2 and report["sentences"] == len(sources)
+    assert list(report["bleu_by_length"]) == ["1-5", "6-10", "11+"]
+    hypotheses = (tmp_path / "hyp.en").read_text(encoding="utf-8").splitlines()
+    streams = [[refs[k] for refs in references] for k in range(2)]
+    assert report["bleu"] == round(sacrebleu.corpus_bleu(hypotheses, streams).score, 2)
+    assert "BLEU by source length" in capsys.readouterr().out
+
+
+def test_evaluate_a_corpus_split_uses_all_its_references(trained, tmp_path, capsys):
+    sources, references = _test_pairs(trained)
+    hypotheses = [refs[1] for refs in references]  # the second reference, scored against both
+    (tmp_path / "hyp.en").write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
+    argv = ["evaluate", "--hypotheses", str(tmp_path / "hyp.en"), "--corpus", str(trained.corpus), "--json", "-"]
+    assert cli.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["bleu"] == 100.0 and report["references_per_sentence"] == 2
+    assert cli.main([*argv, "--single-reference"]) == 0
+    assert json.loads(capsys.readouterr().out)["bleu"] < 100.0
+
+
+def test_evaluate_refuses_misaligned_references(trained, tmp_path):
+    (tmp_path / "src").write_text("a\nb\n", encoding="utf-8")
+    (tmp_path / "ref").write_text("a\n", encoding="utf-8")
+    (tmp_path / "hyp").write_text("a\nb\n", encoding="utf-8")
+    argv = ["evaluate", "--hypotheses", str(tmp_path / "hyp"), "--source", str(tmp_path / "src")]
+    with pytest.raises(SystemExit, match="has 1 lines but there are 2 source sentences"):
+        cli.main([*argv, "--references", str(tmp_path / "ref")])
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate", "--source", str(tmp_path / "src")])  # neither --model nor --hypotheses
+
+
+@pytest.mark.parametrize("fusion", ["gate", "self_gate"])
+def test_gates_reports_per_layer_and_length_bucket(tmp_path, monkeypatch, capsys, tiny_tokenizer, fusion):
+    from model_matrix import tiny_model
+
+    model = tiny_model("marian", {"graph_attention": True, "graph_fusion": fusion}, dtype=torch.float32)
+    model.save_pretrained(tmp_path / "model")
+    tiny_tokenizer.save_pretrained(tmp_path / "model")
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("w3 w4\nw3 w4 w5 w3 w4 w5 w3 w4\n\nw5\n"))
+    assert cli.main(["gates", "--model", str(tmp_path / "model"), "--length-buckets", "2", "--quiet"]) == 0
+    profile = json.loads(capsys.readouterr().out)
+    assert profile["fusion"] == fusion
+    assert list(profile["layers"]) == ["1", "2"]  # graph layers 1..N-1 of the 3-layer encoder
+    layer = profile["layers"]["1"]
+    assert layer["1-2"]["sentences"] == 2 and layer["3+"]["sentences"] == 1
+    if fusion == "gate":
+        assert 0.0 < layer["1-2"]["w"] < 1.0
+    else:
+        weights = [layer["3+"][g] for g in ("high", "middle_inc", "middle_prev", "low")]
+        assert sum(weights) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_build_corpus_calls_the_builder(tmp_path, monkeypatch, capsys):
+    import hf_graphtf.data
+
+    calls = []
+
+    def fake_builder(output_dir, *, force=False, books=None):
+        calls.append((output_dir, force, books))
+        return {"splits": {"train": {"pairs": 3}}}
+
+    monkeypatch.setattr(hf_graphtf.data, "build_bible_corpus", fake_builder, raising=False)
+    assert cli.main(["build-corpus", "--output-dir", str(tmp_path), "--force", "--books", "Ruth"]) == 0
+    assert calls == [(str(tmp_path), True, ["Ruth"])]
+    assert json.loads(capsys.readouterr().out)["splits"]["train"]["pairs"] == 3
+
+
+def test_train_hands_its_arguments_to_the_recipe_parser(monkeypatch):
+    import hf_graphtf.training
+
+    seen = []
+    monkeypatch.setattr(hf_graphtf.training, "main", lambda argv: seen.append(list(argv)))
+    assert cli.main(["train", "recipe.yaml", "--max_steps", "3"]) == 0
+    assert seen == [["recipe.yaml", "--max_steps", "3"]]

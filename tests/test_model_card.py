@@ -1,0 +1,152 @@
+"""The model card: Hub metadata, scores, options, usage and citations; the template ships with the package."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from huggingface_hub import ModelCard
+from recipe_fixtures import REPO_ROOT, trained_tiny_model
+
+from hf_graphtf.model_card import TEMPLATE_PATH, describe_variant, render_model_card
+
+RESULTS = {
+    "model": {
+        "family": "marian",
+        "model_type": "graph_marian",
+        "parameters": 9_876_543,
+        "options": {
+            "attention_link": "both",
+            "attention_link_mode": "previous",
+            "graph_attention": False,
+            "graph_fusion": "gate",
+            "graph_half_dim": False,
+            "graph_shared_qkv": False,
+        },
+        "sizes": {"d_model": 256, "encoder_layers": 3, "decoder_layers": 3},
+        "vocab_size": 8000,
+        "license": "apache-2.0",
+    },
+    "data": {
+        "corpus": "data/bible-es-en",
+        "corpus_config": None,
+        "hub_dataset": None,
+        "name": "Bible es-en",
+        "src_lang": "es",
+        "tgt_lang": "en",
+        "splits": {"train": "train_10k", "validation": "valid", "test": "test"},
+    },
+    "training": {"learning_rate": 0.001, "lr_scheduler_type": "inverse_sqrt", "generation_num_beams": 1},
+    "train": {"global_step": 400, "train_runtime": 600.0},
+    "test": {
+        "bleu": 12.34,
+        "chrf": 38.9,
+        "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0",
+        "chrf_signature": "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0",
+        "sentences": 1516,
+        "references_per_sentence": 1,
+        "bleu_by_length": {"1-10": {"sentences": 100, "bleu": 20.5}, "11+": {"sentences": 0, "bleu": None}},
+    },
+    "test_multi_reference": {
+        "bleu": 15.6,
+        "chrf": 40.1,
+        "bleu_signature": "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0",
+        "chrf_signature": "nrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0",
+        "sentences": 1516,
+        "references_per_sentence": 2,
+        "bleu_by_length": {},
+    },
+    "samples": [{"id": "Gen.1.3", "source": 'Y dijo Dios: "Sea la luz".', "reference": "God said", "translation": "x"}],
+}
+
+
+def _front_matter(card: str) -> dict:
+    assert card.startswith("---\n")
+    header, _ = card[4:].split("\n---\n", 1)
+    return yaml.safe_load(header)
+
+
+def test_card_has_hub_metadata_with_model_index():
+    card = render_model_card(RESULTS, model_id="someone/bible-al")
+    meta = _front_matter(card)
+    assert meta["language"] == ["es", "en"]
+    assert meta["license"] == "apache-2.0"
+    assert meta["pipeline_tag"] == "translation"
+    assert meta["library_name"] == "transformers"
+    assert meta["metrics"] == ["bleu", "chrf"]
+    assert meta["datasets"] == ["bible-es-en"]  # a local corpus, named by its slug
+    assert {"translation", "hf_graphtf", "attention-link"} <= set(meta["tags"])
+    (entry,) = meta["model-index"]
+    assert entry["name"] == "bible-al"
+    scores = {(m["name"], m["type"]): m["value"] for result in entry["results"] for m in result["metrics"]}
+    assert scores[("BLEU", "bleu")] == 12.34 and scores[("chrF", "chrf")] == 38.9
+    assert scores[("BLEU (all references)", "bleu")] == 15.6
+    assert entry["results"][0]["dataset"]["split"] == "test"
+    # huggingface_hub parses it back into the same evaluation results
+    parsed = ModelCard(card).data
+    assert parsed.eval_results[0].metric_value == 12.34
+
+
+def test_card_shows_options_scores_usage_and_citations():
+    card = render_model_card(RESULTS, model_id="someone/bible-al")
+    assert "| `attention_link` | `both` |" in card
+    assert "| 1-10 | 100 | 20.5 |" in card and "| 11+ | 0 | – |" in card
+    assert 'AutoModelForSeq2SeqLM.from_pretrained("someone/bible-al", trust_remote_code=True)' in card
+    assert "import hf_graphtf" in card
+    # the example sentence (with quotes) stays valid Python and shell
+    assert 'tokenizer([\'Y dijo Dios: "Sea la luz".\'], return_tensors="pt")' in card
+    assert "echo 'Y dijo Dios: \"Sea la luz\".' | hf-graphtf translate" in card
+    for citation in ("arXiv:2302.00340", "arXiv:2009.07489", "arXiv:2101.06397", "Min, Zeping", "Duan, Sufeng"):
+        assert citation in card
+    assert card.count("@article{") == 3
+
+
+def test_card_without_test_scores_has_no_model_index():
+    results = copy.deepcopy(RESULTS)
+    del results["test"], results["test_multi_reference"], results["samples"]
+    card = render_model_card(results, model_id="local-model")
+    assert "model-index" not in _front_matter(card)
+    assert "not been evaluated" in card
+
+
+@pytest.mark.parametrize(
+    ("options", "phrase"),
+    [
+        ({}, "vanilla"),
+        ({"attention_link": "encoder", "attention_link_mode": "cumulative"}, "encoder (cumulative"),
+        ({"graph_attention": True, "graph_fusion": "self_gate", "graph_half_dim": True}, "self_gate fusion, graph"),
+    ],
+)
+def test_variant_summary(options, phrase):
+    assert phrase in describe_variant(options)
+
+
+def test_trained_model_gets_a_card(tmp_path_factory):
+    run = trained_tiny_model(tmp_path_factory)
+    card = (run.output_dir / "README.md").read_text(encoding="utf-8")
+    meta = _front_matter(card)
+    assert meta["model-index"][0]["results"][0]["metrics"][0]["value"] == run.results["test"]["bleu"]
+    assert f'from_pretrained("{run.output_dir.name}", trust_remote_code=True)' in card
+
+
+def test_human_facing_template_is_the_packaged_one():
+    assert (REPO_ROOT / "model_cards" / "template.md").read_bytes() == TEMPLATE_PATH.read_bytes()
+
+
+def test_template_is_declared_as_package_data():
+    """A non-editable install only contains the template if setuptools is told to ship it."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert TEMPLATE_PATH.name in pyproject["tool"]["setuptools"]["package-data"]["hf_graphtf"]
+
+
+def test_hub_corpora_are_named_by_their_hub_id(tmp_path):
+    from hf_graphtf.training.trainer import hub_dataset_id
+
+    assert hub_dataset_id("wmt14-en-de") == "wmt/wmt14"
+    assert hub_dataset_id("someone/parallel-data") == "someone/parallel-data"
+    assert hub_dataset_id(str(tmp_path)) is None
+    results = copy.deepcopy(RESULTS)
+    results["data"]["hub_dataset"] = "wmt/wmt14"
+    assert _front_matter(render_model_card(results, model_id="m"))["datasets"] == ["wmt/wmt14"]
