@@ -140,7 +140,7 @@ class GraphGatesOutputMixin:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        vanilla = super(GraphGatesOutputMixin, cls).forward
+        vanilla = super().forward  # the vanilla class next in the MRO
         signature = inspect.signature(vanilla)
         parameters = list(signature.parameters.values())
         gates = inspect.Parameter("output_graph_gates", inspect.Parameter.KEYWORD_ONLY, default=None)
