@@ -8,10 +8,15 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The test models are tiny: one intra-op thread is fastest, and child processes inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import torch  # noqa: E402
 from model_matrix import FAMILIES, VOCAB  # noqa: E402
 
 import hf_graphtf  # noqa: E402,F401  (registers the Auto classes)
+
+torch.set_num_threads(1)
 
 
 @pytest.fixture(params=sorted(FAMILIES))
