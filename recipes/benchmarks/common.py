@@ -1,0 +1,263 @@
+"""What the benchmark scripts share: model shapes, the variants, models built from config, batches, CLI flags.
+
+Every script compares a variant with vanilla Marian (or BART) of the same shape on the same batch, so
+the shapes and the variant list live here, once. Models are built from config with random weights:
+throughput and memory do not depend on the values of the weights, and nothing has to be downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+try:
+    import hf_graphtf  # noqa: F401  (registers the Auto classes)
+except ImportError:  # a checkout without `pip install -e .`: the package is two levels up
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    import hf_graphtf  # noqa: F401
+
+from transformers import BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel
+
+from hf_graphtf import GraphBartConfig, GraphBartForConditionalGeneration, GraphMarianConfig, GraphMarianMTModel
+
+PAD, EOS = 0, 1
+FIRST_WORD = 3  # ids below are special tokens
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Model and batch size of one benchmark setting."""
+
+    d_model: int
+    ffn_dim: int
+    heads: int
+    encoder_layers: int
+    decoder_layers: int
+    vocab: int
+    batch_size: int
+    length: int  # mean sentence length in tokens, source and target
+
+    def describe(self) -> str:
+        return (
+            f"d {self.d_model}, FFN {self.ffn_dim}, {self.heads} heads, "
+            f"{self.encoder_layers}+{self.decoder_layers} layers, vocab {self.vocab}"
+        )
+
+
+#: `paper`: the Transformer-small shape both papers train on IWSLT; `cpu`: a shape that trains quickly on a
+#: laptop CPU; `tiny`: for the smoke test only (the numbers mean nothing).
+SHAPES: dict[str, Shape] = {
+    "paper": Shape(512, 1024, 4, 6, 6, vocab=8000, batch_size=32, length=25),
+    "cpu": Shape(256, 1024, 4, 3, 3, vocab=8000, batch_size=32, length=25),
+    "tiny": Shape(32, 64, 4, 2, 2, vocab=128, batch_size=4, length=8),
+}
+
+#: Paper's measured training speed relative to the Transformer (IWSLT De-En column of its Table 2).
+PAPER_RATIOS = {"graph-sum": 0.84, "graph-gate": 0.78, "graph-self_gate": 0.60, "graph-shared+gate": 0.80}
+PAPER_RATIOS["graph-half+gate"] = 0.70
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One option setting of the graph configs, compared against vanilla of the same shape."""
+
+    name: str
+    kind: str  # "al" (attention link), "graph" (graph-group encoder) or "aa" (all options off: noise floor)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def paper_ratio(self) -> float | None:
+        return PAPER_RATIOS.get(self.name)
+
+
+def _al(mode: str, stacks: str) -> Variant:
+    short = {"previous": "prev", "cumulative": "cum"}[mode]
+    return Variant(f"al-{short}-{stacks}", "al", {"attention_link": stacks, "attention_link_mode": mode})
+
+
+def _graph(name: str, **options: Any) -> Variant:
+    return Variant(name, "graph", {"graph_attention": True, **options})
+
+
+VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant("aa", "aa"),
+        *(_al(mode, stacks) for mode in ("previous", "cumulative") for stacks in ("encoder", "decoder", "both")),
+        _graph("graph-sum", graph_fusion="sum"),
+        _graph("graph-gate", graph_fusion="gate"),
+        _graph("graph-self_gate", graph_fusion="self_gate"),
+        _graph("graph-half+gate", graph_fusion="gate", graph_half_dim=True),
+        _graph("graph-shared+gate", graph_fusion="gate", graph_shared_qkv=True),
+    )
+}
+
+
+def select_variants(spec: str) -> list[Variant]:
+    """``all``, ``al``, ``graph``, ``aa`` or a comma-separated list of names (groups may be mixed in)."""
+    chosen: list[Variant] = []
+    for item in (s.strip() for s in spec.split(",") if s.strip()):
+        if item == "all":
+            group = list(VARIANTS.values())
+        elif item in ("al", "graph"):
+            group = [v for v in VARIANTS.values() if v.kind == item]
+        elif item in VARIANTS:
+            group = [VARIANTS[item]]
+        else:
+            raise SystemExit(f"unknown variant {item!r}; choose from all, al, graph, {', '.join(VARIANTS)}")
+        chosen += [v for v in group if v not in chosen]
+    return chosen
+
+
+FAMILIES = {
+    # family -> (vanilla config, vanilla model, graph config, graph model, special token ids)
+    "marian": (MarianConfig, MarianMTModel, GraphMarianConfig, GraphMarianMTModel, {"decoder_start_token_id": PAD}),
+    "bart": (
+        BartConfig,
+        BartForConditionalGeneration,
+        GraphBartConfig,
+        GraphBartForConditionalGeneration,
+        {"decoder_start_token_id": EOS, "bos_token_id": 2},
+    ),
+}
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def config_kwargs(shape: Shape, family: str, attn_implementation: str, max_length: int) -> dict[str, Any]:
+    """The config fields a vanilla model and its variants share."""
+    return dict(
+        vocab_size=shape.vocab,
+        d_model=shape.d_model,
+        encoder_layers=shape.encoder_layers,
+        decoder_layers=shape.decoder_layers,
+        encoder_attention_heads=shape.heads,
+        decoder_attention_heads=shape.heads,
+        encoder_ffn_dim=shape.ffn_dim,
+        decoder_ffn_dim=shape.ffn_dim,
+        max_position_embeddings=max(1024, max_length + 2),
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        forced_eos_token_id=None,
+        attn_implementation=attn_implementation,
+        **FAMILIES[family][4],
+    )
+
+
+def build_model(
+    variant: Variant | None,
+    shape: Shape,
+    *,
+    family: str = "marian",
+    attn_implementation: str = "sdpa",
+    device: str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+    max_length: int = 1024,
+) -> torch.nn.Module:
+    """Vanilla (``variant=None``: the Transformers class itself, the baseline users compare with) or a variant.
+
+    The ``aa`` variant is the graph class with every option off: against vanilla it measures the
+    wrapper's overhead and, since it computes the same thing, the noise floor of the measurement.
+    """
+    vanilla_config, vanilla_model, graph_config, graph_model, _ = FAMILIES[family]
+    kwargs = config_kwargs(shape, family, attn_implementation, max_length)
+    torch.manual_seed(seed)
+    if variant is None:
+        model = vanilla_model(vanilla_config(**kwargs))
+    else:
+        model = graph_model(graph_config(**kwargs, **variant.options))
+    return model.to(device=device, dtype=dtype)
+
+
+def random_batch(
+    shape: Shape,
+    *,
+    batch_size: int | None = None,
+    length: int | None = None,
+    jitter: float = 0.4,
+    seed: int = 0,
+    device: str = "cpu",
+) -> dict[str, torch.Tensor]:
+    """Random sentences of realistic, varying lengths (mean `length`, +-`jitter` of it), right-padded.
+
+    Each sentence ends in EOS; padded label positions are -100, so loss and token counts see real
+    tokens only. ``jitter=0`` gives every sentence exactly `length` tokens (length-scaling runs).
+    """
+    batch_size = batch_size or shape.batch_size
+    length = length or shape.length
+    generator = torch.Generator().manual_seed(seed)
+
+    def side() -> tuple[torch.Tensor, torch.Tensor]:
+        low, high = max(2, round(length * (1 - jitter))), max(2, round(length * (1 + jitter)))
+        lengths = torch.randint(low, high + 1, (batch_size,), generator=generator)
+        ids = torch.randint(FIRST_WORD, shape.vocab, (batch_size, int(lengths.max())), generator=generator)
+        positions = torch.arange(ids.shape[1])
+        ids[positions == (lengths[:, None] - 1)] = EOS
+        mask = positions < lengths[:, None]
+        return ids.masked_fill(~mask, PAD), mask.long()
+
+    input_ids, attention_mask = side()
+    labels, label_mask = side()
+    batch = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "labels": labels.masked_fill(label_mask == 0, -100),
+    }
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def target_tokens(batch: dict[str, torch.Tensor]) -> int:
+    """Real (non-pad) target tokens: the unit of training throughput."""
+    return int((batch["labels"] != -100).sum())
+
+
+def add_common_args(parser: argparse.ArgumentParser, *, default_size: str, default_steps: int, default_warmup: int):
+    """Flags every script takes."""
+    parser.add_argument(
+        "--size", choices=sorted(SHAPES), default=default_size, help="model shape (default: %(default)s)"
+    )
+    parser.add_argument("--family", choices=sorted(FAMILIES), default="marian")
+    parser.add_argument("--variants", default="all", help="all, al, graph, aa, or comma-separated names")
+    parser.add_argument("--steps", type=int, default=default_steps, help="measured steps per model (after warm-up)")
+    parser.add_argument("--warmup", type=int, default=default_warmup, help="discarded steps per model")
+    parser.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: the size's)")
+    parser.add_argument("--length", type=int, default=None, help="mean sentence length (default: the size's)")
+    parser.add_argument("--vocab", type=int, default=None, help="vocabulary size (default: the size's)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="cpu: process CPU time (with --threads 1 on a shared machine)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no tqdm bar on stderr")
+
+
+def resolve_shape(args: argparse.Namespace) -> Shape:
+    """The named shape with the batch/length/vocab flags applied."""
+    shape = SHAPES[args.size]
+    updates = {"batch_size": args.batch_size, "length": args.length, "vocab": args.vocab}
+    return Shape(**{**shape.__dict__, **{k: v for k, v in updates.items() if v is not None}})
+
+
+def set_threads(threads: int | None) -> int:
+    """Use all cores unless told otherwise; the count goes in the report header."""
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    return torch.get_num_threads()
+
+
+def synchronizer(device: str):
+    """A function that waits for queued kernels, so a timer measures the work and not its launch."""
+    if device.startswith("cuda"):
+        return torch.cuda.synchronize
+    return lambda: None

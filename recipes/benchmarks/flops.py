@@ -1,0 +1,99 @@
+"""Matmul FLOPs of one forward pass, from the shapes alone: the bound a measured ratio is judged against.
+
+Counted: every matrix product of the encoder layers, decoder layers and the output projection (LM head),
+2 FLOPs per multiply-add, padded positions included (the model computes them). Not counted: embedding
+lookups, LayerNorm, softmax, activations, residual adds, the gate arithmetic and the optimizer: they are
+elementwise, O(tokens * d) or O(params), and small next to the matmuls at these shapes.
+
+A training step is ~3x the forward (the backward computes two products per forward product), so the
+factor cancels in a ratio and the FLOP-count bound of a variant is ``forward(vanilla) / forward(variant)``:
+a variant can reach it only if its extra work runs as fast per FLOP as vanilla's.
+
+Per attention call with ``q`` query rows, ``k`` key rows, model width d, inner width i (``d``, or
+``d/2`` with ``graph_half_dim``), batch B:
+
+    projections  2 B (q d i  +  2 k d i  +  q i d)        q, k, v and out
+    scores       2 B q k i f  +  2 B q k i                 Q K^T and P V; f = head-dim factor below
+
+``f`` is 1, except for attention link with ``attn_implementation="sdpa"`` (queries and keys concatenated
+along the head dimension): 2 in layers n >= 1 with ``previous``, n + 1 with ``cumulative``. The eager
+link adds score matrices, which is elementwise and not counted. Per layer, with S source and T target
+positions and FFN width F:
+
+    encoder layer    attn(S, S) + 4 B S d F
+    decoder layer    attn(T, T) + attn(T, S) + 4 B T d F
+    graph layer      3 attn(S, S) + 2 B S d^2 (low_proj) + 4 B S d F            (layers 1..N-1)
+                     self_gate adds 3 * 2 B (4S) d^2 (q, k, v of the 4 group vectors) + 2 B S 16 d + 2 B S 4 d
+                     graph_shared_qkv: q, k, v of I and of P once each (6, not 9, projections) and, for sum
+                     and gate, one out_proj of the summed head outputs (out_proj is linear), as the
+                     package's fused group path computes them
+    LM head          2 B T d V
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def attention_flops(batch: int, q_len: int, kv_len: int, d_model: int, inner: int, qk_factor: int = 1) -> int:
+    """One Marian/BART attention call: q/k/v/out projections and the two score products."""
+    projections = 2 * batch * (q_len * d_model * inner + 2 * kv_len * d_model * inner + q_len * inner * d_model)
+    scores = 2 * batch * q_len * kv_len * inner * (qk_factor + 1)
+    return projections + scores
+
+
+def link_qk_factor(layer: int, linked: bool, mode: str, attn_implementation: str) -> int:
+    """How many head dims wide Q K^T is: the concat kernel multiplies queries and keys of several layers."""
+    if not linked or attn_implementation != "sdpa" or layer == 0:
+        return 1
+    return 2 if mode == "previous" else layer + 1
+
+
+def graph_layer_extra_flops(batch: int, src_len: int, d_model: int, half_dim: bool, fusion: str, shared: bool) -> int:
+    """What a graph layer computes besides its FFN: three group attentions, low_proj, the fusion."""
+    inner = d_model // 2 if half_dim else d_model
+    if shared:  # one module: I and P are each projected once (q, k, v), and out_proj is linear
+        rows = batch * src_len
+        outs = 3 if fusion == "self_gate" else 1  # sum/gate project the sum of the three head outputs
+        flops = 6 * 2 * rows * d_model * inner + outs * 2 * rows * inner * d_model
+        flops += 3 * 2 * batch * src_len * src_len * inner * 2
+    else:
+        flops = 3 * attention_flops(batch, src_len, src_len, d_model, inner)
+    flops += 2 * batch * src_len * d_model * d_model  # low_proj
+    if fusion == "self_gate":
+        flops += 3 * 2 * batch * 4 * src_len * d_model * d_model  # q, k, v of the four group vectors
+        flops += 2 * batch * src_len * 16 * d_model + 2 * batch * src_len * 4 * d_model  # 4x4 scores, weighted sum
+    return flops
+
+
+def forward_flops(config: Any, batch: int, src_len: int, tgt_len: int) -> int:
+    """Matmul FLOPs of one teacher-forced forward pass of a (graph) Marian/BART config (see module docstring)."""
+    d, vocab = config.d_model, config.vocab_size
+    implementation = config._attn_implementation or "eager"
+    link = getattr(config, "attention_link", "none")
+    mode = getattr(config, "attention_link_mode", "previous")
+    graph = getattr(config, "graph_attention", False)
+    enc_linked, dec_linked = link in ("encoder", "both"), link in ("decoder", "both")
+
+    total = 0
+    for n in range(config.encoder_layers):
+        ffn = 4 * batch * src_len * d * config.encoder_ffn_dim
+        if graph and n >= 1:
+            extra = graph_layer_extra_flops(
+                batch, src_len, d, config.graph_half_dim, config.graph_fusion, config.graph_shared_qkv
+            )
+            total += ffn + extra
+        else:
+            factor = link_qk_factor(n, enc_linked, mode, implementation)
+            total += ffn + attention_flops(batch, src_len, src_len, d, d, factor)
+    for n in range(config.decoder_layers):
+        factor = link_qk_factor(n, dec_linked, mode, implementation)
+        total += attention_flops(batch, tgt_len, tgt_len, d, d, factor)
+        total += attention_flops(batch, tgt_len, src_len, d, d, factor)
+        total += 4 * batch * tgt_len * d * config.decoder_ffn_dim
+    return total + 2 * batch * tgt_len * d * vocab
+
+
+def training_flops(config: Any, batch: int, src_len: int, tgt_len: int) -> int:
+    """Forward + backward of one training step, ~3x the forward."""
+    return 3 * forward_flops(config, batch, src_len, tgt_len)

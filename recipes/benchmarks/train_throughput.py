@@ -1,0 +1,141 @@
+"""Training throughput and peak memory of each variant relative to vanilla of the same shape.
+
+    python recipes/benchmarks/train_throughput.py                       # paper shape, all variants
+    python recipes/benchmarks/train_throughput.py --size cpu --variants al --steps 20
+    python recipes/benchmarks/train_throughput.py --device cuda --dtype bf16
+
+A step is forward + backward + AdamW step on one batch of random sentences (the same batch for
+vanilla and variant). Throughput is target tokens per second; the ratio is variant / vanilla, the
+median over interleaved rounds after warm-up (see `measure.py`). Beside it: the FLOP-count bound
+(`flops.py`) and the targets: attention link >= 0.97x throughput and <= 1.05x peak memory; graph
+variants above the paper's ratio (IWSLT De-En, Table 2) and at least 90% of their FLOP-count bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+from common import (
+    DTYPES,
+    Variant,
+    add_common_args,
+    build_model,
+    random_batch,
+    resolve_shape,
+    select_variants,
+    set_threads,
+    synchronizer,
+    target_tokens,
+)
+from flops import training_flops
+from measure import CLOCK_TEXT, interleaved, peak_memory_bytes
+from report import header, megabytes, ratio, run_start, table, verdict
+from tqdm import tqdm
+
+AL_SPEED, AL_MEMORY, BOUND_SHARE = 0.97, 1.05, 0.90
+
+
+class TrainStep:
+    """One optimisation step of `model` on `batch` (AdamW, gradients freed after the step as in training)."""
+
+    def __init__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]):
+        self.model = model.train()
+        self.batch = batch
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+
+    def __call__(self) -> None:
+        self.model(**self.batch).loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def targets(variant: Variant, speed: float, memory: float | None, bound: float) -> tuple[str, bool | None]:
+    """The target text of a row and whether the measurement meets it (None: no target, the A/A row)."""
+    if variant.kind == "al":
+        met = speed >= AL_SPEED and (memory is None or memory <= AL_MEMORY)
+        return f">= {AL_SPEED}x, mem <= {AL_MEMORY}x", met
+    if variant.kind == "graph":
+        paper, floor = variant.paper_ratio, BOUND_SHARE * bound
+        return f"> {paper:.2f}x (paper), >= {floor:.2f}x (90% bound)", speed > paper and speed >= floor
+    return "noise floor", None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(parser, default_size="paper", default_steps=6, default_warmup=1)
+    parser.add_argument("--attn-implementation", choices=["sdpa", "eager"], default="sdpa")
+    parser.add_argument("--memory", choices=["profiler", "rss", "none"], default="profiler", help="CPU peak method")
+    args = parser.parse_args(argv)
+    start = run_start()
+
+    threads = set_threads(args.threads)
+    shape, variants = resolve_shape(args), select_variants(args.variants)
+    dtype, sync = DTYPES[args.dtype], synchronizer(args.device)
+    batch = random_batch(shape, seed=args.seed, device=args.device)
+    src_len, tgt_len = batch["input_ids"].shape[1], batch["labels"].shape[1]
+    tokens = target_tokens(batch)
+    build = dict(family=args.family, attn_implementation=args.attn_implementation, device=args.device, dtype=dtype)
+    settings = {
+        "model": f"{args.family}, size {args.size} ({shape.describe()}), {args.dtype}, "
+        f"attn_implementation {args.attn_implementation}, device {args.device}, threads {threads}",
+        "batch": f"{shape.batch_size} sentences, source {src_len} / target {tgt_len} positions padded, "
+        f"{tokens} real target tokens",
+        "steps": f"{args.warmup} warm-up + {args.steps} measured rounds per pair, interleaved; medians",
+        "clock": CLOCK_TEXT[args.clock],
+        "memory": "torch.cuda.max_memory_allocated"
+        if args.device.startswith("cuda")
+        else f"{args.memory} (parameters + optimizer state + peak allocated during one step; see measure.py)",
+    }
+
+    vanilla = TrainStep(build_model(None, shape, seed=args.seed, **build), batch)
+    rows = []
+    bar = tqdm(total=len(variants) * 2 * (args.warmup + args.steps), file=sys.stderr, disable=args.no_progress)
+    vanilla_memory = None
+    for variant in variants:
+        bar.set_description(variant.name)
+        step = TrainStep(build_model(variant, shape, seed=args.seed, **build), batch)
+        timing = interleaved(
+            [vanilla, step], steps=args.steps, warmup=args.warmup, sync=sync, clock=args.clock, progress=bar.update
+        )
+        speed, spread = timing.speed_ratio(1)
+        bound = training_flops(vanilla.model.config, shape.batch_size, src_len, tgt_len) / training_flops(
+            step.model.config, shape.batch_size, src_len, tgt_len
+        )
+        memory_ratio, memory_text = None, "-"
+        if args.memory != "none" or args.device.startswith("cuda"):
+            if vanilla_memory is None:
+                vanilla_memory = peak_memory_bytes(
+                    vanilla, device=args.device, method=args.memory, live=[vanilla.model, vanilla.optimizer]
+                )
+            memory = peak_memory_bytes(step, device=args.device, method=args.memory, live=[step.model, step.optimizer])
+            memory_ratio = memory / vanilla_memory
+            memory_text = f"{megabytes(memory)} ({ratio(memory_ratio)})"
+        target_text, met = targets(variant, speed, memory_ratio, bound)
+        rows.append(
+            [
+                variant.name,
+                f"{tokens / timing.median(0):,.0f}",
+                f"{tokens / timing.median(1):,.0f}",
+                ratio(speed, spread),
+                ratio(bound),
+                f"{speed / bound:.0%}",
+                memory_text,
+                target_text,
+                verdict(met),
+            ]
+        )
+        del step
+    bar.close()
+
+    columns = ["variant", "vanilla tok/s", "variant tok/s", "speed ratio", "FLOP bound", "of bound"]
+    columns += ["peak memory (ratio)", "target", "verdict"]
+    settings["vanilla peak memory"] = megabytes(vanilla_memory) if vanilla_memory else "-"
+    print(header("Training throughput: variant / vanilla", settings, args.device, start))
+    print()
+    print(table(columns, rows))
+
+
+if __name__ == "__main__":
+    main()

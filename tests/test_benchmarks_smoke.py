@@ -1,0 +1,104 @@
+"""The benchmark scripts run end to end on a tiny shape and print their tables (no timing assertions).
+
+Also checks the analytic FLOP counter, whose bound the training table prints next to each measured
+ratio, against torch's own matmul FLOP count for every variant.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "recipes" / "benchmarks"
+FAST = ["--size", "tiny", "--steps", "1", "--warmup", "1", "--threads", "1", "--no-progress"]
+SOME = "aa,al-prev-both,al-cum-decoder,graph-gate"
+
+#: script -> (extra arguments, first-column entries its table must have)
+SCRIPTS = {
+    "train_throughput.py": (["--variants", "all"], None),
+    "generation_throughput.py": (["--variants", SOME, "--new-tokens", "3"], SOME.split(",")),
+    "length_scaling.py": (["--variants", SOME, "--lengths", "4,8", "--tokens", "16"], SOME.split(",")),
+    "link_implementations.py": (["--variants", "al-prev-encoder,al-cum-both", "--new-tokens", "3"], None),
+}
+
+
+def _load(name: str):
+    """Import a benchmark module under a private name (the scripts import each other as top-level modules)."""
+    spec = importlib.util.spec_from_file_location(f"_benchmarks_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _table_rows(stdout: str) -> list[list[str]]:
+    """The body rows of the Markdown table in `stdout`, as lists of stripped cells."""
+    lines = [line for line in stdout.splitlines() if line.startswith("|")]
+    assert len(lines) >= 3, stdout
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_script_prints_table(script: str) -> None:
+    extra, expected = SCRIPTS[script]
+    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parents[1]), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *FAST, *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "- machine:" in result.stdout and "- date:" in result.stdout
+    names = [row[0] for row in _table_rows(result.stdout)]
+    common = _load("common")
+    if script == "train_throughput.py":
+        assert names == list(common.VARIANTS)
+        assert all(row[-1] in ("PASS", "MISS") for row in _table_rows(result.stdout) if row[0] != "aa")
+    elif script == "link_implementations.py":
+        assert names == [v for v in ("al-prev-encoder", "al-cum-both") for _ in range(3)]
+    else:
+        assert names == expected
+
+
+def test_flop_counter_matches_torch() -> None:
+    """Eager attention runs every product through matmul, so torch's counter must agree exactly."""
+    common, flops = _load("common"), _load("flops")
+    shape = common.SHAPES["tiny"]
+    batch = common.random_batch(shape)
+    src_len, tgt_len = batch["input_ids"].shape[1], batch["labels"].shape[1]
+    combinations = [
+        common.Variant(
+            "shared-self_gate",
+            "graph",
+            {"graph_attention": True, "graph_shared_qkv": True, "graph_fusion": "self_gate"},
+        ),
+        common.Variant(
+            "shared-half-sum",
+            "graph",
+            {"graph_attention": True, "graph_shared_qkv": True, "graph_half_dim": True, "graph_fusion": "sum"},
+        ),
+    ]
+    for variant in (None, *common.VARIANTS.values(), *combinations):
+        model = common.build_model(variant, shape, attn_implementation="eager").eval()
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            model(**batch)
+        expected = flops.forward_flops(model.config, shape.batch_size, src_len, tgt_len)
+        assert counter.get_total_flops() == expected, variant
+
+
+def test_concat_link_counts_wider_scores() -> None:
+    """The sdpa link multiplies queries and keys of two (previous) or n + 1 (cumulative) layers."""
+    flops = _load("flops")
+    assert flops.link_qk_factor(0, True, "previous", "sdpa") == 1
+    assert flops.link_qk_factor(3, True, "previous", "sdpa") == 2
+    assert flops.link_qk_factor(3, True, "cumulative", "sdpa") == 4
+    assert flops.link_qk_factor(3, True, "cumulative", "eager") == 1
