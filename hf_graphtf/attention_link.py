@@ -8,7 +8,7 @@ layer n computes per head ``S_n = A_n + L_{n-1}`` with ``A_n = Q_n K_n^T * s`` a
 
 then ``P_n = softmax(S_n + mask)``. Scores are carried before the mask, so a mask is never added twice.
 
-Two implementations compute the same thing:
+Two kernels compute the same thing (`attention_link_kernel`: "auto" picks per device and step):
 
 * **scores** (``attn_implementation="eager"``): materialise ``A_n``, add the carried scores, softmax.
   The carry between layers is the score tensor itself.
@@ -166,6 +166,7 @@ class LinkedAttentionMixin:
     """
 
     link_mode: str = "previous"
+    link_kernel: str = "auto"
 
     def forward(
         self,
@@ -180,13 +181,7 @@ class LinkedAttentionMixin:
         implementation = self.config._attn_implementation
         check_link_implementation(implementation)
         dropout = self.dropout if self.training else 0.0
-        needs_scores = (
-            implementation == "eager"
-            or kwargs.get("output_attentions", False)
-            # a score carry cannot be turned back into queries and keys
-            or (link[0] is not None and link[1] is None)
-        )
-        if needs_scores:
+        if use_score_path(self.link_kernel, implementation, query, link, kwargs.get("output_attentions", False)):
             output, weights, carry = linked_scores_attention(
                 self,
                 query,
@@ -215,7 +210,23 @@ class LinkedAttentionMixin:
         return output, weights, carry
 
 
-def rebuild_as(attn: nn.Module, cls: type[nn.Module], link_mode: str) -> nn.Module:
+def use_score_path(kernel: str, implementation: str, query: torch.Tensor, link: Link, output_attentions: bool) -> bool:
+    """Whether this call sums scores (True) or runs SDPA on concatenated queries and keys (False).
+
+    ``"auto"`` picks what measured fastest (recipes/benchmarks/RESULTS.md): the score sum under
+    eager, on CPU (whose flash kernel refuses queries/keys wider than values, so the concat falls
+    back to the slower, memory-hungrier math kernel), and for one-row decoding steps (where the
+    concat would copy the whole KV cache every step); the concat elsewhere (GPU training). Scores
+    are also needed when the probabilities are requested, and once a layer has carried scores.
+    """
+    if output_attentions or (link[0] is not None and link[1] is None):
+        return True
+    if kernel != "auto":
+        return kernel == "scores"
+    return implementation == "eager" or query.device.type == "cpu" or query.shape[2] == 1
+
+
+def rebuild_as(attn: nn.Module, cls: type[nn.Module], link_mode: str, link_kernel: str = "auto") -> nn.Module:
     """A fresh `cls` attention with the same shape and flags as `attn` (same parameter names)."""
     new = cls(
         embed_dim=attn.embed_dim,
@@ -228,6 +239,7 @@ def rebuild_as(attn: nn.Module, cls: type[nn.Module], link_mode: str) -> nn.Modu
         layer_idx=attn.layer_idx,
     )
     new.link_mode = link_mode
+    new.link_kernel = link_kernel
     return new
 
 
@@ -243,7 +255,9 @@ class LinkedEncoderLayerMixin:
 
     def __init__(self, config, layer_idx: int | None = None):
         super().__init__(config, layer_idx=layer_idx)
-        self.self_attn = rebuild_as(self.self_attn, self.linked_attention_class, config.attention_link_mode)
+        self.self_attn = rebuild_as(
+            self.self_attn, self.linked_attention_class, config.attention_link_mode, config.attention_link_kernel
+        )
 
     def __call__(self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs):
         link = layer_carry.get("encoder", (None, None)) if layer_carry is not None else (None, None)
@@ -267,9 +281,9 @@ class LinkedDecoderLayerMixin:
 
     def __init__(self, config, layer_idx: int | None = None):
         super().__init__(config, layer_idx=layer_idx)
-        mode = config.attention_link_mode
-        self.self_attn = rebuild_as(self.self_attn, self.linked_attention_class, mode)
-        self.encoder_attn = rebuild_as(self.encoder_attn, self.linked_attention_class, mode)
+        mode, kernel = config.attention_link_mode, config.attention_link_kernel
+        self.self_attn = rebuild_as(self.self_attn, self.linked_attention_class, mode, kernel)
+        self.encoder_attn = rebuild_as(self.encoder_attn, self.linked_attention_class, mode, kernel)
 
     def __call__(
         self,

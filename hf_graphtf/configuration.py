@@ -16,12 +16,14 @@ from transformers import BartConfig, MarianConfig
 
 ATTENTION_LINK_CHOICES = ("none", "encoder", "decoder", "both")
 ATTENTION_LINK_MODES = ("previous", "cumulative")
+ATTENTION_LINK_KERNELS = ("auto", "scores", "concat")
 GRAPH_FUSIONS = ("gate", "sum", "self_gate")
 
 #: The option fields and their defaults. With every field at its default the model is vanilla.
 GRAPH_OPTION_DEFAULTS: dict[str, Any] = {
     "attention_link": "none",
     "attention_link_mode": "previous",
+    "attention_link_kernel": "auto",
     "graph_attention": False,
     "graph_fusion": "gate",
     "graph_half_dim": False,
@@ -49,6 +51,7 @@ def validate_graph_options(config: Any) -> None:
     name = type(config).__name__
     _check_choice(name, "attention_link", config.attention_link, ATTENTION_LINK_CHOICES)
     _check_choice(name, "attention_link_mode", config.attention_link_mode, ATTENTION_LINK_MODES)
+    _check_choice(name, "attention_link_kernel", config.attention_link_kernel, ATTENTION_LINK_KERNELS)
     _check_bool(name, "graph_attention", config.graph_attention)
     _check_choice(name, "graph_fusion", config.graph_fusion, GRAPH_FUSIONS)
     _check_bool(name, "graph_half_dim", config.graph_half_dim)
@@ -115,6 +118,10 @@ class GraphMarianConfig(GraphOptionsMixin, MarianConfig):
         attention_link_mode (`str`, defaults to `"previous"`):
             `"previous"` adds the previous layer's own scaled scores (the Attention Link paper);
             `"cumulative"` adds the previous layer's linked scores (a running sum, as in RealFormer).
+        attention_link_kernel (`str`, defaults to `"auto"`):
+            How the link is computed under `attn_implementation="sdpa"`: `"scores"` (sum materialised
+            scores), `"concat"` (one SDPA call on head-dim-concatenated queries and keys) or `"auto"`
+            (scores on CPU and for one-row decoding steps, concat otherwise). Same results either way.
         graph_attention (`bool`, defaults to `False`):
             Replace encoder self-attention in layers 1.. with graph-group attention (high, middle and
             low order subgraphs over the previous and the incremental representation).
@@ -131,6 +138,7 @@ class GraphMarianConfig(GraphOptionsMixin, MarianConfig):
 
     attention_link: Any = "none"
     attention_link_mode: Any = "previous"
+    attention_link_kernel: Any = "auto"
     graph_attention: Any = False
     graph_fusion: Any = "gate"
     graph_half_dim: Any = False
@@ -152,6 +160,7 @@ class GraphBartConfig(GraphOptionsMixin, BartConfig):
 
     attention_link: Any = "none"
     attention_link_mode: Any = "previous"
+    attention_link_kernel: Any = "auto"
     graph_attention: Any = False
     graph_fusion: Any = "gate"
     graph_half_dim: Any = False

@@ -168,82 +168,50 @@ class GraphEncoderLayerMixin:
         hidden_states = add_and_norm(self, full, fused, self.self_attn_layer_norm)
         return feed_forward(self, hidden_states, clamp_fp16=True), gate
 
-    def _group_modules(self) -> tuple[nn.Module, nn.Module, nn.Module]:
-        if self.graph_shared_qkv:
-            return self.self_attn, self.self_attn, self.self_attn
-        return self.self_attn, self.mid_attn_inc, self.mid_attn_prev
-
     def _can_fuse(self, kwargs) -> bool:
-        """The fused path reads the weights directly: only for plain `nn.Linear` projections (not
-        adapters such as LoRA), kernels it knows, and when no attention probabilities are requested."""
-        linears = [self.low_proj]
-        for attn in self._group_modules():
-            linears += [attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj]
+        """The fused path serves shared-qkv layers, where it removes work: I and P are projected once
+        each (6 projections instead of 9) and one output projection of the summed heads replaces three.
+        With separate modules it measured no faster and kept more memory for backward
+        (recipes/benchmarks/RESULTS.md), so those take the per-module path. It reads the weights
+        directly, so it also needs plain `nn.Linear` projections (not adapters such as LoRA), a kernel
+        it knows, and no request for attention probabilities."""
+        attn = self.self_attn
+        linears = [self.low_proj, attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj]
         return (
-            not kwargs.get("output_attentions", False)
-            and self.self_attn.config._attn_implementation in FUSED_IMPLEMENTATIONS
+            self.graph_shared_qkv
+            and not kwargs.get("output_attentions", False)
+            and attn.config._attn_implementation in FUSED_IMPLEMENTATIONS
             and all(type(m) is nn.Linear and m.bias is not None for m in linears)
         )
 
     def _fused_groups(self, incremental, prev, attention_mask):
-        """The three group attentions and ``low_proj`` with two input matmuls and one attention call.
-
-        Computes exactly what `_module_groups` computes: the inputs I and P are each projected once
-        through the concatenated weights, the three attentions run as one batched kernel call, and
-        for ``sum``/``gate`` the three output projections collapse into one matmul.
-        """
-        high_attn, inc_attn, prev_attn = self._group_modules()
-        if self.graph_shared_qkv:
-            q_i, k_i, v_i = _project(incremental, [high_attn.q_proj, high_attn.k_proj, high_attn.v_proj])
-            q_p, k_p, v_p, low = _project(prev, [high_attn.q_proj, high_attn.k_proj, high_attn.v_proj, self.low_proj])
-            queries, keys, values = (q_i, q_i, q_p), (k_i, k_p, k_i), (v_i, v_p, v_i)
-        else:
-            q_h, k_h, v_h, q_inc, k_prev, v_prev = _project(
-                incremental,
-                [
-                    high_attn.q_proj,
-                    high_attn.k_proj,
-                    high_attn.v_proj,
-                    inc_attn.q_proj,
-                    prev_attn.k_proj,
-                    prev_attn.v_proj,
-                ],
-            )
-            k_inc, v_inc, q_prev, low = _project(
-                prev, [inc_attn.k_proj, inc_attn.v_proj, prev_attn.q_proj, self.low_proj]
-            )
-            queries, keys, values = (q_h, q_inc, q_prev), (k_h, k_inc, k_prev), (v_h, v_inc, v_prev)
-
+        """The three shared-module attentions and ``low_proj`` with two input matmuls, one batched
+        attention call and, for ``sum``/``gate``, one output projection; equal to `_module_groups`."""
+        attn = self.self_attn
+        q_i, k_i, v_i = _project(incremental, [attn.q_proj, attn.k_proj, attn.v_proj])
+        q_p, k_p, v_p, low = _project(prev, [attn.q_proj, attn.k_proj, attn.v_proj, self.low_proj])
+        # high: I->I, middle_inc: I->P, middle_prev: P->I, as one batch of 3 * batch
+        queries, keys, values = (q_i, q_i, q_p), (k_i, k_p, k_i), (v_i, v_p, v_i)
         batch, length = incremental.shape[:2]
 
         def heads(parts):
-            stacked = torch.cat(parts, dim=0)  # the three attentions as one batch of 3 * batch
-            return stacked.view(3 * batch, length, -1, high_attn.head_dim).transpose(1, 2)
+            return torch.cat(parts, dim=0).view(3 * batch, length, -1, attn.head_dim).transpose(1, 2)
 
         mask = None if attention_mask is None else attention_mask.repeat(3, 1, 1, 1)
-        dropout = high_attn.dropout if self.training else 0.0
-        if high_attn.config._attn_implementation == "sdpa":
+        dropout = attn.dropout if self.training else 0.0
+        if attn.config._attn_implementation == "sdpa":
             output, _ = sdpa_attention_forward(
-                high_attn, heads(queries), heads(keys), heads(values), mask,
-                dropout=dropout, scaling=high_attn.scaling, is_causal=False,
+                attn, heads(queries), heads(keys), heads(values), mask,
+                dropout=dropout, scaling=attn.scaling, is_causal=False,
             )  # fmt: skip
         else:
-            output, _ = _eager_attention(
-                high_attn, heads(queries), heads(keys), heads(values), mask, dropout, high_attn.scaling
-            )
+            output, _ = _eager_attention(attn, heads(queries), heads(keys), heads(values), mask, dropout, attn.scaling)
         o_high, o_inc, o_prev = output.reshape(3, batch, length, -1).unbind(0)
-        outs = [attn.out_proj for attn in (high_attn, inc_attn, prev_attn)]
+        out = attn.out_proj
         if self.graph_fusion == "self_gate":
-            groups = [nn.functional.linear(o, m.weight, m.bias) for o, m in zip((o_high, o_inc, o_prev), outs)]
+            groups = [nn.functional.linear(o, out.weight, out.bias) for o in (o_high, o_inc, o_prev)]
             return fuse_groups("self_gate", *groups, low, self.self_gate)
-        if self.graph_shared_qkv:  # one output projection serves all three: project their sum
-            attended = nn.functional.linear(o_high + o_inc + o_prev, outs[0].weight, 3 * outs[0].bias)
-        else:
-            attended = nn.functional.linear(
-                torch.cat([o_high, o_inc, o_prev], dim=-1),
-                torch.cat([m.weight for m in outs], dim=1),
-                outs[0].bias + outs[1].bias + outs[2].bias,
-            )
+        attended = nn.functional.linear(o_high + o_inc + o_prev, out.weight, 3 * out.bias)
         return fuse_attended(self.graph_fusion, attended, low)
 
     def _module_groups(self, incremental, prev, attention_mask, **kwargs):

@@ -18,6 +18,10 @@ from transformers import BartForConditionalGeneration, MarianMTModel
 
 VANILLA_CLASSES = {"marian": MarianMTModel, "bart": BartForConditionalGeneration}
 options_params = pytest.mark.parametrize("options", list(OPTION_MATRIX), ids=list(OPTION_MATRIX))
+# eager; sdpa with the link kernel chosen per device (the score sum on CPU); sdpa with the head-dim concat
+kernels_params = pytest.mark.parametrize(
+    ("attn_implementation", "kernel"), [("eager", "auto"), ("sdpa", "auto"), ("sdpa", "concat")]
+)
 
 
 def _forward(model, **extra):
@@ -68,9 +72,11 @@ def test_vanilla_config_keeps_vanilla_modules(family):
 
 
 @options_params
-@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-def test_matches_spec_recomputation(family, options, attn_implementation):
-    model = tiny_model(family, OPTION_MATRIX[options], attn_implementation=attn_implementation)
+@kernels_params
+def test_matches_spec_recomputation(family, options, attn_implementation, kernel):
+    model = tiny_model(
+        family, OPTION_MATRIX[options], attn_implementation=attn_implementation, attention_link_kernel=kernel
+    )
     input_ids, attention_mask = source_batch()
     decoder_input_ids = target_batch()
     with torch.no_grad():
@@ -122,9 +128,12 @@ def test_output_attentions_are_the_linked_probabilities(family, options):
 
 
 @options_params
-def test_eager_and_sdpa_agree_in_float32(family, options):
+@pytest.mark.parametrize("kernel", ["auto", "concat"])
+def test_eager_and_sdpa_agree_in_float32(family, options, kernel):
     eager = tiny_model(family, OPTION_MATRIX[options], dtype=torch.float32, attn_implementation="eager")
-    sdpa = tiny_model(family, OPTION_MATRIX[options], dtype=torch.float32, attn_implementation="sdpa")
+    sdpa = tiny_model(
+        family, OPTION_MATRIX[options], dtype=torch.float32, attn_implementation="sdpa", attention_link_kernel=kernel
+    )
     sdpa.load_state_dict(eager.state_dict())
     with torch.no_grad():
         torch.testing.assert_close(_forward(eager).logits, _forward(sdpa).logits, rtol=1e-5, atol=1e-5)
@@ -144,9 +153,11 @@ def test_link_changes_the_output(family):
 
 @options_params
 @pytest.mark.parametrize("num_beams", [1, 4])
-@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-def test_cached_and_uncached_generation_agree(family, options, num_beams, attn_implementation):
-    model = tiny_model(family, OPTION_MATRIX[options], attn_implementation=attn_implementation)
+@kernels_params
+def test_cached_and_uncached_generation_agree(family, options, num_beams, attn_implementation, kernel):
+    model = tiny_model(
+        family, OPTION_MATRIX[options], attn_implementation=attn_implementation, attention_link_kernel=kernel
+    )
     input_ids, attention_mask = source_batch()
     gen = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, num_beams=num_beams)
     cached = model.generate(**gen, use_cache=True)
@@ -177,6 +188,7 @@ BAD_VALUES = [
     ("attention_link", True),
     ("attention_link_mode", "sum"),
     ("attention_link_mode", 1),
+    ("attention_link_kernel", "flash"),
     ("graph_attention", "yes"),
     ("graph_attention", 1),
     ("graph_fusion", "max"),
@@ -248,3 +260,17 @@ def test_fused_and_per_module_graph_paths_agree(family, options, attn_implementa
     torch.testing.assert_close(fused.logits, per_module.logits, rtol=1e-12, atol=1e-12)
     for a, b in zip(fused.encoder_graph_gates, per_module.encoder_graph_gates, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_auto_link_kernel_picks_per_device_and_step():
+    from hf_graphtf.attention_link import use_score_path
+
+    none = (None, None)
+    on_cpu, elsewhere = torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4, device="meta")
+    assert use_score_path("auto", "sdpa", on_cpu, none, False)  # CPU: the score sum measured faster
+    assert not use_score_path("auto", "sdpa", elsewhere, none, False)  # GPU: one fused SDPA call
+    assert use_score_path("auto", "sdpa", elsewhere[:, :, :1], none, False)  # one-row decode step
+    assert use_score_path("auto", "eager", elsewhere, none, False)
+    assert not use_score_path("concat", "sdpa", on_cpu, none, False)
+    assert use_score_path("concat", "sdpa", on_cpu, none, True)  # probabilities requested
+    assert use_score_path("concat", "sdpa", on_cpu, (on_cpu, None), False)  # a score carry arrived

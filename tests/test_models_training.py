@@ -48,9 +48,10 @@ def _gradients(model, batch) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("options", ["al-both", "al-both-cum", "graph-gate+al-dec-cum", "graph-self_gate"])
 @pytest.mark.parametrize("use_reentrant", [False, True])
-def test_gradient_checkpointing_gives_the_same_gradients(family, options, use_reentrant):
+@pytest.mark.parametrize("kernel", ["auto", "concat"])
+def test_gradient_checkpointing_gives_the_same_gradients(family, options, use_reentrant, kernel):
     """The carried scores and P enter each checkpointed layer as inputs, so recomputation is exact."""
-    model = tiny_model(family, OPTION_MATRIX[options], attn_implementation="sdpa")
+    model = tiny_model(family, OPTION_MATRIX[options], attn_implementation="sdpa", attention_link_kernel=kernel)
     model.train()  # dropout is 0 in the tiny config, so train mode is deterministic
     batch = copy_task_batch()
     expected = _gradients(model, batch)
