@@ -17,7 +17,13 @@ from typing import Any
 import yaml
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
-from ..configuration import ATTENTION_LINK_CHOICES, ATTENTION_LINK_MODES, GRAPH_FUSIONS, validate_graph_options
+from ..configuration import (
+    ATTENTION_LINK_CHOICES,
+    ATTENTION_LINK_KERNELS,
+    ATTENTION_LINK_MODES,
+    GRAPH_FUSIONS,
+    validate_graph_options,
+)
 
 MODEL_FAMILIES = ("marian", "bart")
 RECIPE_SUFFIXES = (".yaml", ".yml")
@@ -55,6 +61,9 @@ class ModelArguments:
     scale_embedding: bool = field(default=True, metadata={"help": "Multiply embeddings by sqrt(d_model)."})
     attention_link: str = field(default="none", metadata={"help": f"One of {ATTENTION_LINK_CHOICES}."})
     attention_link_mode: str = field(default="previous", metadata={"help": f"One of {ATTENTION_LINK_MODES}."})
+    attention_link_kernel: str = field(
+        default="auto", metadata={"help": f"One of {ATTENTION_LINK_KERNELS}: how the link runs under sdpa."}
+    )
     graph_attention: bool = False
     graph_fusion: str = field(default="gate", metadata={"help": f"One of {GRAPH_FUSIONS}."})
     graph_half_dim: bool = False
@@ -76,6 +85,7 @@ class ModelArguments:
         return {
             "attention_link": self.attention_link,
             "attention_link_mode": self.attention_link_mode,
+            "attention_link_kernel": self.attention_link_kernel,
             "graph_attention": self.graph_attention,
             "graph_fusion": self.graph_fusion,
             "graph_half_dim": self.graph_half_dim,
