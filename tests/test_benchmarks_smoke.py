@@ -96,9 +96,20 @@ def test_flop_counter_matches_torch() -> None:
 
 
 def test_concat_link_counts_wider_scores() -> None:
-    """The sdpa link multiplies queries and keys of two (previous) or n + 1 (cumulative) layers."""
-    flops = _load("flops")
-    assert flops.link_qk_factor(0, True, "previous", "sdpa") == 1
-    assert flops.link_qk_factor(3, True, "previous", "sdpa") == 2
-    assert flops.link_qk_factor(3, True, "cumulative", "sdpa") == 4
-    assert flops.link_qk_factor(3, True, "cumulative", "eager") == 1
+    """The concat kernel multiplies queries and keys of two (previous) or n + 1 (cumulative) layers."""
+    common, flops = _load("common"), _load("flops")
+    assert flops.link_qk_factor(0, True, "previous", True) == 1
+    assert flops.link_qk_factor(3, True, "previous", True) == 2
+    assert flops.link_qk_factor(3, True, "cumulative", True) == 4
+    assert flops.link_qk_factor(3, True, "cumulative", False) == 1
+    shape = common.SHAPES["tiny"]
+    variant = common.VARIANTS["al-cum-both"]
+    for implementation, kernel, device, concat in [
+        ("sdpa", "auto", "cpu", False),
+        ("sdpa", "auto", "cuda", True),
+        ("eager", "auto", "cuda", False),
+        ("sdpa", "concat", "cpu", True),
+        ("sdpa", "scores", "cuda", False),
+    ]:
+        model = common.build_model(variant, shape, attn_implementation=implementation, link_kernel=kernel)
+        assert flops.link_uses_concat(model.config, device) == concat, (implementation, kernel, device)

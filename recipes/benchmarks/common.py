@@ -160,11 +160,13 @@ def build_model(
     dtype: torch.dtype = torch.float32,
     seed: int = 0,
     max_length: int = 1024,
+    link_kernel: str | None = None,
 ) -> torch.nn.Module:
     """Vanilla (``variant=None``: the Transformers class itself, the baseline users compare with) or a variant.
 
     The ``aa`` variant is the graph class with every option off: against vanilla it measures the
     wrapper's overhead and, since it computes the same thing, the noise floor of the measurement.
+    `link_kernel` sets ``attention_link_kernel`` of linked variants (None: the package default).
     """
     vanilla_config, vanilla_model, graph_config, graph_model, _ = FAMILIES[family]
     kwargs = config_kwargs(shape, family, attn_implementation, max_length)
@@ -172,7 +174,10 @@ def build_model(
     if variant is None:
         model = vanilla_model(vanilla_config(**kwargs))
     else:
-        model = graph_model(graph_config(**kwargs, **variant.options))
+        options = dict(variant.options)
+        if link_kernel is not None and variant.kind == "al":
+            options["attention_link_kernel"] = link_kernel
+        model = graph_model(graph_config(**kwargs, **options))
     return model.to(device=device, dtype=dtype)
 
 
@@ -234,6 +239,9 @@ def add_common_args(parser: argparse.ArgumentParser, *, default_size: str, defau
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--link-kernel", choices=["auto", "scores", "concat"], default=None, help="attention_link_kernel of AL variants"
+    )
     parser.add_argument(
         "--clock",
         choices=["wall", "cpu"],

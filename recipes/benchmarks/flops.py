@@ -15,9 +15,10 @@ Per attention call with ``q`` query rows, ``k`` key rows, model width d, inner w
     projections  2 B (q d i  +  2 k d i  +  q i d)        q, k, v and out
     scores       2 B q k i f  +  2 B q k i                 Q K^T and P V; f = head-dim factor below
 
-``f`` is 1, except for attention link with ``attn_implementation="sdpa"`` (queries and keys concatenated
-along the head dimension): 2 in layers n >= 1 with ``previous``, n + 1 with ``cumulative``. The eager
-link adds score matrices, which is elementwise and not counted. Per layer, with S source and T target
+``f`` is 1, except for attention link computed by its concat kernel (queries and keys concatenated
+along the head dimension; ``attention_link_kernel`` "concat", or "auto" under sdpa off CPU): 2 in layers
+n >= 1 with ``previous``, n + 1 with ``cumulative``. The score-sum kernel adds score matrices, which is
+elementwise and not counted. Per layer, with S source and T target
 positions and FFN width F:
 
     encoder layer    attn(S, S) + 4 B S d F
@@ -42,9 +43,21 @@ def attention_flops(batch: int, q_len: int, kv_len: int, d_model: int, inner: in
     return projections + scores
 
 
-def link_qk_factor(layer: int, linked: bool, mode: str, attn_implementation: str) -> int:
+def link_uses_concat(config: Any, device: str) -> bool:
+    """Whether a teacher-forced forward runs the link's concat kernel (mirrors ``attention_link_kernel``).
+
+    ``"auto"`` sums scores under eager and on CPU and concatenates under sdpa elsewhere; ``"scores"``
+    and ``"concat"`` force one.
+    """
+    kernel = getattr(config, "attention_link_kernel", "auto")
+    if kernel != "auto":
+        return kernel == "concat"
+    return config._attn_implementation == "sdpa" and not device.startswith("cpu")
+
+
+def link_qk_factor(layer: int, linked: bool, mode: str, concat: bool) -> int:
     """How many head dims wide Q K^T is: the concat kernel multiplies queries and keys of several layers."""
-    if not linked or attn_implementation != "sdpa" or layer == 0:
+    if not linked or not concat or layer == 0:
         return 1
     return 2 if mode == "previous" else layer + 1
 
@@ -66,10 +79,10 @@ def graph_layer_extra_flops(batch: int, src_len: int, d_model: int, half_dim: bo
     return flops
 
 
-def forward_flops(config: Any, batch: int, src_len: int, tgt_len: int) -> int:
+def forward_flops(config: Any, batch: int, src_len: int, tgt_len: int, device: str = "cpu") -> int:
     """Matmul FLOPs of one teacher-forced forward pass of a (graph) Marian/BART config (see module docstring)."""
     d, vocab = config.d_model, config.vocab_size
-    implementation = config._attn_implementation or "eager"
+    concat = link_uses_concat(config, device)
     link = getattr(config, "attention_link", "none")
     mode = getattr(config, "attention_link_mode", "previous")
     graph = getattr(config, "graph_attention", False)
@@ -84,16 +97,16 @@ def forward_flops(config: Any, batch: int, src_len: int, tgt_len: int) -> int:
             )
             total += ffn + extra
         else:
-            factor = link_qk_factor(n, enc_linked, mode, implementation)
+            factor = link_qk_factor(n, enc_linked, mode, concat)
             total += ffn + attention_flops(batch, src_len, src_len, d, d, factor)
     for n in range(config.decoder_layers):
-        factor = link_qk_factor(n, dec_linked, mode, implementation)
+        factor = link_qk_factor(n, dec_linked, mode, concat)
         total += attention_flops(batch, tgt_len, tgt_len, d, d, factor)
         total += attention_flops(batch, tgt_len, src_len, d, d, factor)
         total += 4 * batch * tgt_len * d * config.decoder_ffn_dim
     return total + 2 * batch * tgt_len * d * vocab
 
 
-def training_flops(config: Any, batch: int, src_len: int, tgt_len: int) -> int:
+def training_flops(config: Any, batch: int, src_len: int, tgt_len: int, device: str = "cpu") -> int:
     """Forward + backward of one training step, ~3x the forward."""
-    return 3 * forward_flops(config, batch, src_len, tgt_len)
+    return 3 * forward_flops(config, batch, src_len, tgt_len, device)

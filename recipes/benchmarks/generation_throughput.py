@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     settings = {
         "model": f"{args.family}, size {args.size} ({shape.describe()}), {args.dtype}, "
-        f"attn_implementation {args.attn_implementation}, device {args.device}, threads {threads}",
+        f"attn_implementation {args.attn_implementation}, link kernel {args.link_kernel or 'default'}, "
+        f"device {args.device}, threads {threads}",
         "batch": f"{shape.batch_size} sentences, source {batch['input_ids'].shape[1]} positions padded; "
         f"{new_tokens} new tokens each; greedy and beam {args.beams}, KV cache on",
         "steps": f"{args.warmup} warm-up + {args.steps} measured generate calls per model and mode, interleaved; "
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     bar = tqdm(total=total, file=sys.stderr, disable=args.no_progress)
     for variant in variants:
         bar.set_description(variant.name)
-        model = build_model(variant, shape, seed=args.seed, **build).eval()
+        model = build_model(variant, shape, seed=args.seed, link_kernel=args.link_kernel, **build).eval()
         cells, met = [], variant.kind != "aa"
         for mode, (beams, tokens) in modes.items():
             runners = [generator(m, batch, beams, tokens) for m in (vanilla, model)]

@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     settings = {
         "model": f"{args.family}, size {args.size} ({shape.describe()}), {args.dtype}, "
-        f"attn_implementation {args.attn_implementation}, device {args.device}, threads {threads}",
+        f"attn_implementation {args.attn_implementation}, link kernel {args.link_kernel or 'default'}, "
+        f"device {args.device}, threads {threads}",
         "batch": f"{args.tokens} tokens per batch: max(1, {args.tokens} // L) sentences of exactly L source and "
         "L target tokens",
         "steps": f"{args.warmup} warm-up + {args.steps} measured training steps per model and length, interleaved; "
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for variant in variants:
         bar.set_description(variant.name)
-        model = build_model(variant, shape, seed=args.seed, **build)
+        model = build_model(variant, shape, seed=args.seed, link_kernel=args.link_kernel, **build)
         speeds = []
         for length in lengths:
             sentences = max(1, args.tokens // length)
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
             )
             speed, spread = timing.speed_ratio(1)
             bound = training_flops(vanilla_model.config, sentences, length, length) / training_flops(
-                model.config, sentences, length, length
+                model.config, sentences, length, length, args.device
             )
             speeds.append((speed, spread, bound))
         last_over_first = speeds[-1][0] / speeds[0][0]

@@ -60,10 +60,13 @@ class RunStart:
     time: datetime.datetime
     load: str
     clock: float
+    revision: str  # read at the start: the code a run imports is the code of its start
 
 
 def run_start() -> RunStart:
-    return RunStart(datetime.datetime.now(datetime.timezone.utc), load_average(), time.perf_counter())
+    return RunStart(
+        datetime.datetime.now(datetime.timezone.utc), load_average(), time.perf_counter(), package_revision()
+    )
 
 
 def header(title: str, settings: dict[str, object], device: str, start: RunStart) -> str:
@@ -79,7 +82,7 @@ def header(title: str, settings: dict[str, object], device: str, start: RunStart
         f"- date: {start.time:%Y-%m-%d %H:%M} UTC (run took {time.perf_counter() - start.clock:.0f} s)",
         f"- machine: {machine}",
         f"- software: Python {platform.python_version()}, torch {torch.__version__}, "
-        f"transformers {transformers.__version__}, hf_graphtf {package_revision()}",
+        f"transformers {transformers.__version__}, hf_graphtf {start.revision}",
         f"- load average (1/5/15 min) at start: {start.load}, at end: {load_average()}",
     ]
     lines += [f"- {key}: {value}" for key, value in settings.items()]

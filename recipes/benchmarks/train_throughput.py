@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     build = dict(family=args.family, attn_implementation=args.attn_implementation, device=args.device, dtype=dtype)
     settings = {
         "model": f"{args.family}, size {args.size} ({shape.describe()}), {args.dtype}, "
-        f"attn_implementation {args.attn_implementation}, device {args.device}, threads {threads}",
+        f"attn_implementation {args.attn_implementation}, link kernel {args.link_kernel or 'default'}, "
+        f"device {args.device}, threads {threads}",
         "batch": f"{shape.batch_size} sentences, source {src_len} / target {tgt_len} positions padded, "
         f"{tokens} real target tokens",
         "steps": f"{args.warmup} warm-up + {args.steps} measured rounds per pair, interleaved; medians",
@@ -95,13 +96,13 @@ def main(argv: list[str] | None = None) -> None:
     vanilla_memory = None
     for variant in variants:
         bar.set_description(variant.name)
-        step = TrainStep(build_model(variant, shape, seed=args.seed, **build), batch)
+        step = TrainStep(build_model(variant, shape, seed=args.seed, link_kernel=args.link_kernel, **build), batch)
         timing = interleaved(
             [vanilla, step], steps=args.steps, warmup=args.warmup, sync=sync, clock=args.clock, progress=bar.update
         )
         speed, spread = timing.speed_ratio(1)
         bound = training_flops(vanilla.model.config, shape.batch_size, src_len, tgt_len) / training_flops(
-            step.model.config, shape.batch_size, src_len, tgt_len
+            step.model.config, shape.batch_size, src_len, tgt_len, args.device
         )
         memory_ratio, memory_text = None, "-"
         if args.memory != "none" or args.device.startswith("cuda"):
