@@ -240,15 +240,20 @@ def add_common_args(parser: argparse.ArgumentParser, *, default_size: str, defau
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--link-kernel", choices=["auto", "scores", "concat"], default=None, help="attention_link_kernel of AL variants"
-    )
-    parser.add_argument(
         "--clock",
         choices=["wall", "cpu"],
         default="wall",
         help="cpu: process CPU time (with --threads 1 on a shared machine)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no tqdm bar on stderr")
+
+
+def add_kernel_args(parser: argparse.ArgumentParser) -> None:
+    """Flags of the scripts that build one model per variant: attention implementation and link kernel."""
+    parser.add_argument("--attn-implementation", choices=["sdpa", "eager"], default="sdpa")
+    parser.add_argument(
+        "--link-kernel", choices=["auto", "scores", "concat"], default=None, help="attention_link_kernel of AL variants"
+    )
 
 
 def resolve_shape(args: argparse.Namespace) -> Shape:

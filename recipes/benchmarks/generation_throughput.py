@@ -22,6 +22,7 @@ import torch
 from common import (
     DTYPES,
     add_common_args,
+    add_kernel_args,
     build_model,
     random_batch,
     resolve_shape,
@@ -53,7 +54,7 @@ def generator(model: torch.nn.Module, batch: dict[str, torch.Tensor], beams: int
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, default_size="cpu", default_steps=5, default_warmup=1)
-    parser.add_argument("--attn-implementation", choices=["sdpa", "eager"], default="sdpa")
+    add_kernel_args(parser)
     parser.add_argument("--beams", type=int, default=5)
     parser.add_argument("--new-tokens", type=int, default=None, help="tokens generated per sentence (default: length)")
     args = parser.parse_args(argv)

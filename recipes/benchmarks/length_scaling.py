@@ -18,6 +18,7 @@ import sys
 from common import (
     DTYPES,
     add_common_args,
+    add_kernel_args,
     build_model,
     random_batch,
     resolve_shape,
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, default_size="cpu", default_steps=5, default_warmup=1)
     parser.set_defaults(variants=DEFAULT_VARIANTS)
-    parser.add_argument("--attn-implementation", choices=["sdpa", "eager"], default="sdpa")
+    add_kernel_args(parser)
     parser.add_argument("--lengths", default="16,32,64,128,256,512", help="comma-separated sentence lengths")
     parser.add_argument("--tokens", type=int, default=1024, help="source tokens per batch at every length")
     args = parser.parse_args(argv)

@@ -21,6 +21,7 @@ from common import (
     DTYPES,
     Variant,
     add_common_args,
+    add_kernel_args,
     build_model,
     random_batch,
     resolve_shape,
@@ -65,7 +66,7 @@ def targets(variant: Variant, speed: float, memory: float | None, bound: float) 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, default_size="paper", default_steps=6, default_warmup=1)
-    parser.add_argument("--attn-implementation", choices=["sdpa", "eager"], default="sdpa")
+    add_kernel_args(parser)
     parser.add_argument("--memory", choices=["profiler", "rss", "none"], default="profiler", help="CPU peak method")
     args = parser.parse_args(argv)
     start = run_start()
