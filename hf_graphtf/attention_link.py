@@ -34,7 +34,7 @@ from torch import nn
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from .layer_blocks import LayerCarry, add_and_norm, feed_forward
+from .layer_blocks import add_and_norm, feed_forward
 
 #: attention implementations the link supports; anything else (flash, flex, paged) would drop it
 LINK_IMPLEMENTATIONS = ("eager", "sdpa")
@@ -226,45 +226,37 @@ def use_score_path(kernel: str, implementation: str, query: torch.Tensor, link: 
     return implementation == "eager" or query.device.type == "cpu" or query.shape[2] == 1
 
 
-def rebuild_as(attn: nn.Module, cls: type[nn.Module], link_mode: str, link_kernel: str = "auto") -> nn.Module:
-    """A fresh `cls` attention with the same shape and flags as `attn` (same parameter names)."""
-    new = cls(
-        embed_dim=attn.embed_dim,
-        num_heads=attn.num_heads,
-        dropout=attn.dropout,
-        is_decoder=attn.is_decoder,
-        bias=attn.k_proj.bias is not None,
-        is_causal=attn.is_causal,
-        config=attn.config,
-        layer_idx=attn.layer_idx,
-    )
-    new.link_mode = link_mode
-    new.link_kernel = link_kernel
-    return new
+def make_linked(attn: nn.Module, cls: type[nn.Module], link_mode: str, link_kernel: str = "auto") -> nn.Module:
+    """Turn a vanilla attention module into its linked subclass `cls`, in place.
+
+    The link adds no parameters, so the module keeps its weights and names; only its class (and so
+    its forward) changes. Nothing is built twice.
+    """
+    if not issubclass(cls, type(attn)):
+        raise TypeError(f"{cls.__name__} is not a linked form of {type(attn).__name__}")
+    attn.__class__ = cls
+    attn.link_mode = link_mode
+    attn.link_kernel = link_kernel
+    return attn
 
 
 class LinkedEncoderLayerMixin:
     """Encoder layer whose self-attention is linked to the previous layer's.
 
-    The carry is read from and written to `layer_carry` in ``__call__``, outside ``forward``, so
-    that it enters ``forward`` as a positional tensor argument: gradient checkpointing (reentrant or
-    not) then treats it as a real input and recomputes the layer with the right scores.
+    ``forward(hidden_states, attention_mask, link_a, link_b)`` takes the previous layer's carry as
+    positional tensors and returns ``(hidden_states, link_a, link_b)``: the stack's loop hands the
+    carry from one layer's outputs to the next one's inputs. Any activation-checkpointing wrapper
+    (Transformers', ``checkpoint_wrapper``, DeepSpeed's) then sees the carry as an input and an
+    output of the computation it re-runs, so recomputation is exact.
     """
 
     linked_attention_class: type[nn.Module]
 
     def __init__(self, config, layer_idx: int | None = None):
         super().__init__(config, layer_idx=layer_idx)
-        self.self_attn = rebuild_as(
+        make_linked(
             self.self_attn, self.linked_attention_class, config.attention_link_mode, config.attention_link_kernel
         )
-
-    def __call__(self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs):
-        link = layer_carry.get("encoder", (None, None)) if layer_carry is not None else (None, None)
-        hidden_states, *carry = super().__call__(hidden_states, attention_mask, *link, **kwargs)
-        if layer_carry is not None:
-            layer_carry["encoder"] = tuple(carry)
-        return hidden_states
 
     def forward(self, hidden_states, attention_mask, link_a=None, link_b=None, **kwargs):
         attn_output, _, (link_a, link_b) = self.self_attn(
@@ -275,30 +267,19 @@ class LinkedEncoderLayerMixin:
 
 
 class LinkedDecoderLayerMixin:
-    """Decoder layer whose self- and cross-attention are each linked to the previous layer's."""
+    """Decoder layer whose self- and cross-attention are each linked to the previous layer's.
+
+    The four carry tensors (self-attention and cross-attention, two each) are positional inputs
+    after ``encoder_hidden_states`` and come back after the hidden states, as in the encoder layer.
+    """
 
     linked_attention_class: type[nn.Module]
 
     def __init__(self, config, layer_idx: int | None = None):
         super().__init__(config, layer_idx=layer_idx)
         mode, kernel = config.attention_link_mode, config.attention_link_kernel
-        self.self_attn = rebuild_as(self.self_attn, self.linked_attention_class, mode, kernel)
-        self.encoder_attn = rebuild_as(self.encoder_attn, self.linked_attention_class, mode, kernel)
-
-    def __call__(
-        self,
-        hidden_states,
-        attention_mask=None,
-        encoder_hidden_states=None,
-        *,
-        layer_carry: LayerCarry | None = None,
-        **kwargs,
-    ):
-        carry = layer_carry if layer_carry is not None else LayerCarry()
-        links = (*carry.get("self", (None, None)), *carry.get("cross", (None, None)))
-        hidden_states, *links = super().__call__(hidden_states, attention_mask, encoder_hidden_states, *links, **kwargs)
-        carry["self"], carry["cross"] = tuple(links[:2]), tuple(links[2:])
-        return hidden_states
+        make_linked(self.self_attn, self.linked_attention_class, mode, kernel)
+        make_linked(self.encoder_attn, self.linked_attention_class, mode, kernel)
 
     def forward(
         self,

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from .layer_blocks import LayerCarry, add_and_norm, feed_forward
+from .layer_blocks import add_and_norm, feed_forward
 
 #: attention implementations the fused group path runs on; others take the per-module path
 FUSED_IMPLEMENTATIONS = ("eager", "sdpa")
@@ -114,22 +114,12 @@ def build_group_attention(attention_class: type[nn.Module], config, half_dim: bo
     return attn
 
 
-class GraphInputRecorderMixin:
-    """Encoder layer 0 of a graph encoder: a standard layer that hands its input x on as P_1."""
-
-    def __call__(self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs):
-        output = super().__call__(hidden_states, attention_mask, **kwargs)
-        if layer_carry is not None:
-            layer_carry["graph_previous"] = hidden_states
-        return output
-
-
 class GraphEncoderLayerMixin:
     """Encoder layer n >= 1 with graph-group self-attention.
 
-    P arrives through `layer_carry` in ``__call__`` and enters ``forward`` as a positional tensor,
-    so gradient checkpointing sees it as an input. ``forward`` returns ``(f_n, gate)``; the gate is
-    what ``output_graph_gates=True`` collects.
+    ``forward(F, attention_mask, P)`` takes the previous representation P as a positional tensor
+    from the stack's loop and returns ``(f_n, gate)``; the gate is what ``output_graph_gates=True``
+    collects. Any activation-checkpointing wrapper re-runs the layer on the same P.
     """
 
     group_attention_class: type[nn.Module]
@@ -148,17 +138,12 @@ class GraphEncoderLayerMixin:
         if self.graph_fusion == "self_gate":
             self.self_gate = SelfGate(config.d_model)
 
-    def __call__(self, hidden_states, attention_mask=None, *, layer_carry: LayerCarry | None = None, **kwargs):
-        if layer_carry is None or layer_carry.get("graph_previous") is None:
+    def forward(self, hidden_states, attention_mask, previous=None, **kwargs):
+        if previous is None:
             raise ValueError(
                 f"{type(self).__name__} needs the previous representation P; it runs inside a graph encoder "
                 "after a standard layer 0, not on its own."
             )
-        hidden_states_out, _ = super().__call__(hidden_states, attention_mask, layer_carry["graph_previous"], **kwargs)
-        layer_carry["graph_previous"] = hidden_states
-        return hidden_states_out
-
-    def forward(self, hidden_states, attention_mask, previous, **kwargs):
         full, prev = hidden_states, previous
         incremental = full - prev
         if self._can_fuse(kwargs):
@@ -173,8 +158,9 @@ class GraphEncoderLayerMixin:
         each (6 projections instead of 9) and one output projection of the summed heads replaces three.
         With separate modules it measured no faster and kept more memory for backward
         (recipes/benchmarks/RESULTS.md), so those take the per-module path. It reads the weights
-        directly, so it also needs plain `nn.Linear` projections (not adapters such as LoRA), a kernel
-        it knows, and no request for attention probabilities."""
+        directly, so it also needs plain `nn.Linear` projections (not adapters such as LoRA) whose
+        weights are materialised (not DeepSpeed ZeRO-3 partitions, which are gathered only when their
+        own module runs), a kernel it knows, and no request for attention probabilities."""
         attn = self.self_attn
         linears = [self.low_proj, attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj]
         return (
@@ -182,6 +168,7 @@ class GraphEncoderLayerMixin:
             and not kwargs.get("output_attentions", False)
             and attn.config._attn_implementation in FUSED_IMPLEMENTATIONS
             and all(type(m) is nn.Linear and m.bias is not None for m in linears)
+            and not any(hasattr(m.weight, "ds_id") for m in linears)  # ZeRO-3 partitioned parameter
         )
 
     def _fused_groups(self, incremental, prev, attention_mask):

@@ -1,4 +1,4 @@
-"""Pieces shared by the linked and graph layers: the per-forward carry and the post-LN blocks.
+"""Pieces shared by the linked and graph layers: the post-LN blocks.
 
 The residual/LayerNorm and feed-forward blocks are the ones of Marian and BART layers (post-LN),
 written once so the new layers compute them exactly like the vanilla ones.
@@ -8,15 +8,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-
-
-class LayerCarry(dict):
-    """What one layer hands to the next within a single forward pass of a stack.
-
-    Keys: ``"encoder"``, ``"self"``, ``"cross"`` (attention-link carries) and ``"graph_previous"``
-    (the previous representation P of graph-group attention). A stack creates a fresh carry per
-    forward call; nothing survives across calls (incremental decoding recomputes it per step).
-    """
 
 
 def add_and_norm(layer: nn.Module, residual: torch.Tensor, update: torch.Tensor, norm: nn.Module) -> torch.Tensor:

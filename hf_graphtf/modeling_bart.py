@@ -7,6 +7,11 @@ next to the weights, so ``trust_remote_code=True`` loads a checkpoint without th
 
 from __future__ import annotations
 
+import math
+
+import torch
+from torch import nn
+from transformers.modeling_utils import PreTrainedModel
 from transformers.models.bart.modeling_bart import (
     BartAttention,
     BartDecoder,
@@ -14,14 +19,16 @@ from transformers.models.bart.modeling_bart import (
     BartEncoder,
     BartEncoderLayer,
     BartForConditionalGeneration,
+    BartLearnedPositionalEmbedding,
     BartModel,
     BartPreTrainedModel,
+    BartScaledWordEmbedding,
 )
 from transformers.utils.output_capturing import OutputRecorder
 
 from .attention_link import LinkedAttentionMixin, LinkedDecoderLayerMixin, LinkedEncoderLayerMixin
 from .configuration import GraphBartConfig
-from .graph_attention import GraphEncoderLayerMixin, GraphInputRecorderMixin
+from .graph_attention import GraphEncoderLayerMixin
 from .modeling_common import (
     GraphDecoderMixin,
     GraphEncoderMixin,
@@ -29,7 +36,6 @@ from .modeling_common import (
     GraphPreTrainedMixin,
     GraphSeq2SeqLMOutput,
     GraphSeq2SeqModelOutput,
-    GraphStacksMixin,
 )
 
 
@@ -45,10 +51,6 @@ class LinkedBartDecoderLayer(LinkedDecoderLayerMixin, BartDecoderLayer):
     linked_attention_class = LinkedBartAttention
 
 
-class GraphBartFirstEncoderLayer(GraphInputRecorderMixin, BartEncoderLayer):
-    """Standard BART encoder layer 0 that hands its input on to graph layer 1."""
-
-
 class GraphBartEncoderLayer(GraphEncoderLayerMixin, BartEncoderLayer):
     group_attention_class = BartAttention
 
@@ -61,9 +63,20 @@ class GraphBartPreTrainedModel(GraphPreTrainedMixin, BartPreTrainedModel):
     config_class = GraphBartConfig
 
 
+def _bart_stack_embeddings(stack: nn.Module, config: GraphBartConfig) -> None:
+    """The embedding modules of `BartEncoder`/`BartDecoder`, in their order."""
+    embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+    stack.embed_tokens = BartScaledWordEmbedding(
+        config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
+    )
+    stack.embed_positions = BartLearnedPositionalEmbedding(config.max_position_embeddings, config.d_model)
+
+
 class GraphBartEncoder(GraphEncoderMixin, BartEncoder):
+    """BART encoder with linked or graph-group layers (the loop is in `GraphEncoderMixin`)."""
+
     config_class = GraphBartConfig
-    first_graph_layer_class = GraphBartFirstEncoderLayer
+    standard_layer_class = BartEncoderLayer
     graph_layer_class = GraphBartEncoderLayer
     linked_layer_class = LinkedBartEncoderLayer
     _can_record_outputs = {
@@ -72,21 +85,74 @@ class GraphBartEncoder(GraphEncoderMixin, BartEncoder):
         "graph_gates": OutputRecorder(GraphBartEncoderLayer, index=1),
     }
 
+    def __init__(self, config: GraphBartConfig):  # BartEncoder.__init__ with this stack's layers
+        PreTrainedModel.__init__(self, config)
+        self.dropout = config.dropout
+        self.layerdrop = config.encoder_layerdrop
+        self.padding_idx = config.pad_token_id
+        self.max_source_positions = config.max_position_embeddings
+        _bart_stack_embeddings(self, config)
+        self.layers = self.build_layers(config)
+        self.layernorm_embedding = nn.LayerNorm(config.d_model)
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def embed(self, input_ids, inputs_embeds):
+        """Token and learned position embeddings, LayerNorm and dropout, as `BartEncoder.forward`."""
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        positions = self.embed_positions(inputs_embeds[:, :, -1]).to(inputs_embeds.device)  # shape only
+        hidden_states = self.layernorm_embedding(inputs_embeds + positions)
+        return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
+
 
 class GraphBartDecoder(GraphDecoderMixin, BartDecoder):
+    """BART decoder with linked layers (the loop is in `GraphDecoderMixin`)."""
+
     config_class = GraphBartConfig
     linked_layer_class = LinkedBartDecoderLayer
 
+    def __init__(self, config: GraphBartConfig):  # BartDecoder.__init__ with this stack's layers
+        PreTrainedModel.__init__(self, config)
+        self.dropout = config.dropout
+        self.layerdrop = config.decoder_layerdrop
+        self.padding_idx = config.pad_token_id
+        self.max_target_positions = config.max_position_embeddings
+        _bart_stack_embeddings(self, config)
+        self.layers = self.build_layers(config)
+        self.layernorm_embedding = nn.LayerNorm(config.d_model)
+        self.gradient_checkpointing = False
+        self.post_init()
 
-class GraphBartModel(GraphGatesOutputMixin, GraphStacksMixin, GraphPreTrainedMixin, BartModel):
+    def embed(self, input_ids, inputs_embeds, past_key_values_length: int):
+        """Token embeddings, positions after the cached ones, LayerNorm and dropout, as `BartDecoder.forward`."""
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        seq_length = inputs_embeds.shape[1]
+        position_ids = torch.arange(seq_length, device=inputs_embeds.device) + past_key_values_length
+        positions = self.embed_positions(input_ids, past_key_values_length, position_ids=position_ids)
+        hidden_states = self.layernorm_embedding(inputs_embeds + positions.to(inputs_embeds.device))
+        return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
+
+
+class GraphBartModel(GraphGatesOutputMixin, GraphPreTrainedMixin, BartModel):
     """`BartModel` with the options of [`GraphBartConfig`]."""
 
     config: GraphBartConfig
     config_class = GraphBartConfig
-    encoder_class = GraphBartEncoder
-    decoder_class = GraphBartDecoder
     gates_output_class = GraphSeq2SeqModelOutput
     remote_code_classes = _REMOTE_CODE_CLASSES
+
+    def __init__(self, config: GraphBartConfig):  # BartModel.__init__ with the stacks the options ask for
+        super().__init__(config)
+        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.shared = BartScaledWordEmbedding(
+            config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
+        )
+        graph_encoder = config.graph_attention or config.links_encoder
+        self.encoder = (GraphBartEncoder if graph_encoder else BartEncoder)(config)
+        self.decoder = (GraphBartDecoder if config.links_decoder else BartDecoder)(config)
+        self.post_init()
 
 
 class GraphBartForConditionalGeneration(GraphGatesOutputMixin, GraphPreTrainedMixin, BartForConditionalGeneration):
@@ -97,9 +163,11 @@ class GraphBartForConditionalGeneration(GraphGatesOutputMixin, GraphPreTrainedMi
     gates_output_class = GraphSeq2SeqLMOutput
     remote_code_classes = _REMOTE_CODE_CLASSES
 
-    def __init__(self, config: GraphBartConfig):
+    def __init__(self, config: GraphBartConfig):  # BartForConditionalGeneration.__init__ with a GraphBartModel
         super().__init__(config)
         self.model = GraphBartModel(config)
+        self.final_logits_bias = nn.Buffer(torch.zeros((1, self.model.shared.num_embeddings)))
+        self.lm_head = nn.Linear(config.d_model, self.model.shared.num_embeddings, bias=False)
         self.post_init()
 
 

@@ -1,8 +1,8 @@
 """Wiring shared by the Marian and BART families: which layers a stack gets, and the extra outputs.
 
 A family module (``modeling_marian.py``, ``modeling_bart.py``) subclasses the vanilla Transformers
-classes with these mixins and names its own layer and attention classes. With every option off the
-vanilla stacks are kept as they are, so the model is exactly the vanilla one.
+classes with these mixins and names its own layer and attention classes. A stack with no option on
+is the vanilla stack class itself, so with every option off the model is exactly the vanilla one.
 
 This module travels with saved checkpoints (``trust_remote_code``).
 """
@@ -15,11 +15,22 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import PreTrainedModel
+from transformers.utils import is_torchdynamo_compiling
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import capture_outputs
 
 from .attention_link import check_link_implementation
 from .configuration import validate_graph_options
-from .layer_blocks import LayerCarry
 
 _OUTPUT_FLAGS = ("output_attentions", "output_hidden_states", "return_dict")
 
@@ -43,7 +54,15 @@ class GraphSeq2SeqLMOutput(Seq2SeqLMOutput):
 
 
 class GraphPreTrainedMixin:
-    """Validates the options when a model is built and refuses kernels that would drop the link.
+    """Validates the options, builds each module once, and describes the model to engines truthfully.
+
+    * ``__init__`` validates the options and runs `PreTrainedModel.__init__` only: each Graph* class
+      builds its own modules (the vanilla ones where an option is off), so nothing is built and
+      thrown away. A ``config.gradient_checkpointing = True`` is taken by the outermost model and
+      turned on for every layer once all modules exist.
+    * ``_no_split_modules`` names the layer classes actually built (FSDP's transformer-based wrap
+      policy and ``device_map`` look them up by class name).
+    * Flash and flex attention are not claimed for linked models, which refuse them.
 
     `remote_code_classes` names (config, base model, translation model); saving writes the matching
     `auto_map` so that a checkpoint of either model class loads with `trust_remote_code=True`.
@@ -53,11 +72,29 @@ class GraphPreTrainedMixin:
 
     def __init__(self, config, *args, **kwargs):
         validate_graph_options(config)
-        super().__init__(config, *args, **kwargs)
+        self._requested_checkpointing = bool(getattr(config, "gradient_checkpointing", False))
+        if self._requested_checkpointing:
+            delattr(config, "gradient_checkpointing")  # consumed here, not by the first sub-stack built
+        PreTrainedModel.__init__(self, config, *args, **kwargs)
+
+    @property
+    def _supports_flash_attn(self) -> bool:
+        return not _is_linked(self) and super()._supports_flash_attn
+
+    @property
+    def _supports_flex_attn(self) -> bool:
+        return not _is_linked(self) and super()._supports_flex_attn
+
+    def post_init(self):
+        super().post_init()
+        self._no_split_modules = {type(m).__name__ for m in self.modules() if isinstance(m, GradientCheckpointingLayer)}
+        if self._requested_checkpointing:
+            self._requested_checkpointing = False
+            self.gradient_checkpointing_enable()
 
     def _check_and_adjust_attn_implementation(self, attn_implementation, *args, **kwargs):
         implementation = super()._check_and_adjust_attn_implementation(attn_implementation, *args, **kwargs)
-        if getattr(self.config, "attention_link", "none") != "none":
+        if _is_linked(self):
             check_link_implementation(implementation)
         return implementation
 
@@ -68,64 +105,149 @@ class GraphPreTrainedMixin:
         return super().save_pretrained(save_directory, *args, **kwargs)
 
 
-class GraphEncoderMixin:
-    """Encoder stack: linked layers, or graph-group layers 1..N-1 after a standard layer 0."""
+def _is_linked(model: nn.Module) -> bool:
+    config = getattr(model, "config", None)
+    return getattr(config, "attention_link", "none") != "none"
 
-    first_graph_layer_class: type[nn.Module]
+
+def _drop_layer(stack: nn.Module) -> bool:
+    """LayerDrop, as the vanilla stacks draw it: skip this layer with probability `stack.layerdrop`."""
+    return stack.training and stack.layerdrop > 0.0 and bool(torch.rand([]) < stack.layerdrop)
+
+
+class GraphEncoderMixin:
+    """Encoder stack with linked layers, or graph-group layers 1..N-1 after a standard layer 0.
+
+    What one layer hands to the next is explicit in the loops below: the link carry goes from a
+    layer's outputs to the next layer's positional inputs, and the graph's previous representation
+    P is the input of the layer before. Nothing is kept in shared state, so an activation-
+    checkpointing wrapper around any layer re-runs it on exactly the inputs it first saw.
+    A family class supplies ``embed(input_ids, inputs_embeds)``: its embeddings up to the first layer.
+    """
+
+    standard_layer_class: type[nn.Module]
     graph_layer_class: type[nn.Module]
     linked_layer_class: type[nn.Module]
 
-    def __init__(self, config):
-        super().__init__(config)
+    def build_layers(self, config) -> nn.ModuleList:
         if config.graph_attention:
-            layers = [self.first_graph_layer_class(config, layer_idx=0)]
+            layers = [self.standard_layer_class(config, layer_idx=0)]
             layers += [self.graph_layer_class(config, layer_idx=i) for i in range(1, config.encoder_layers)]
         elif config.links_encoder:
             layers = [self.linked_layer_class(config, layer_idx=i) for i in range(config.encoder_layers)]
         else:
-            return
-        self.layers = nn.ModuleList(layers)
-        self.post_init()
+            raise ValueError("a graph encoder needs graph_attention=True or an encoder attention_link")
+        return nn.ModuleList(layers)
 
-    def forward(self, *args, **kwargs):
-        if self.config.graph_attention or self.config.links_encoder:
-            kwargs["layer_carry"] = LayerCarry()
-        return super().forward(*args, **kwargs)
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> BaseModelOutput:
+        if (input_ids is None) ^ (inputs_embeds is not None):
+            raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+        hidden_states, inputs_embeds = self.embed(input_ids, inputs_embeds)
+        attention_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask
+        )
+        if self.config.graph_attention:
+            hidden_states = self._graph_layers(hidden_states, attention_mask, **kwargs)
+        else:
+            hidden_states = self._linked_layers(hidden_states, attention_mask, **kwargs)
+        return BaseModelOutput(last_hidden_state=hidden_states)
+
+    def _linked_layers(self, hidden_states, attention_mask, **kwargs):
+        link = (None, None)  # layer 0 has no previous scores
+        for layer in self.layers:
+            if not _drop_layer(self):
+                hidden_states, *link = layer(hidden_states, attention_mask, *link, **kwargs)
+        return hidden_states
+
+    def _graph_layers(self, hidden_states, attention_mask, **kwargs):
+        previous = None  # P of the next layer: the input of the layer before (P_1 = x)
+        for layer in self.layers:
+            if _drop_layer(self):
+                continue
+            if previous is None:  # layer 0: a standard layer
+                output = layer(hidden_states, attention_mask, **kwargs)
+            else:
+                output, _gate = layer(hidden_states, attention_mask, previous, **kwargs)
+            previous, hidden_states = hidden_states, output
+        return hidden_states
 
 
 class GraphDecoderMixin:
-    """Decoder stack whose self- and cross-attention are linked across layers."""
+    """Decoder stack whose self- and cross-attention are linked across layers.
+
+    The four carry tensors go from each layer's outputs to the next layer's positional inputs. A
+    family class supplies ``embed(input_ids, inputs_embeds, past_key_values_length)``.
+    """
 
     linked_layer_class: type[nn.Module]
 
-    def __init__(self, config):
-        super().__init__(config)
-        if config.links_decoder:
-            self.layers = nn.ModuleList(
-                [self.linked_layer_class(config, layer_idx=i) for i in range(config.decoder_layers)]
+    def build_layers(self, config) -> nn.ModuleList:
+        return nn.ModuleList([self.linked_layer_class(config, layer_idx=i) for i in range(config.decoder_layers)])
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Any,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        if (input_ids is None) ^ (inputs_embeds is not None):
+            raise ValueError("You must specify exactly one of decoder_input_ids or decoder_inputs_embeds")
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        hidden_states, inputs_embeds = self.embed(input_ids, inputs_embeds, past_length)
+        batch_size, seq_length = inputs_embeds.shape[:2]
+        if attention_mask is None and not is_torchdynamo_compiling():
+            attention_mask = torch.ones(batch_size, past_length + seq_length, device=inputs_embeds.device)
+        self_attn_cache = (
+            past_key_values.self_attention_cache
+            if isinstance(past_key_values, EncoderDecoderCache)
+            else past_key_values
+        )
+        causal_mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            past_key_values=self_attn_cache,
+        )
+        encoder_attention_mask = create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
+        links = (None, None, None, None)  # (self-attention, cross-attention) carries; none before layer 0
+        for layer in self.layers:
+            if _drop_layer(self):
+                continue
+            hidden_states, *links = layer(
+                hidden_states,
+                causal_mask,
+                encoder_hidden_states,
+                *links,
+                encoder_attention_mask=encoder_attention_mask,
+                past_key_values=past_key_values,
+                use_cache=use_cache,
+                **kwargs,
             )
-            self.post_init()
-
-    def forward(self, *args, **kwargs):
-        if self.config.links_decoder:
-            kwargs["layer_carry"] = LayerCarry()
-        return super().forward(*args, **kwargs)
-
-
-class GraphStacksMixin:
-    """Base encoder-decoder model: swaps in the graph/linked stacks the config asks for."""
-
-    encoder_class: type[nn.Module]
-    decoder_class: type[nn.Module]
-
-    def __init__(self, config):
-        super().__init__(config)
-        if config.graph_attention or config.links_encoder:
-            self.encoder = self.encoder_class(config)
-        if config.links_decoder:
-            self.decoder = self.decoder_class(config)
-        if not config.is_vanilla:
-            self.post_init()  # re-ties the shared embeddings to the new stacks
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states, past_key_values=past_key_values
+        )
 
 
 class GraphGatesOutputMixin:

@@ -7,6 +7,11 @@ next to the weights, so ``trust_remote_code=True`` loads a checkpoint without th
 
 from __future__ import annotations
 
+import math
+
+import torch
+from torch import nn
+from transformers.modeling_utils import PreTrainedModel
 from transformers.models.marian.modeling_marian import (
     MarianAttention,
     MarianDecoder,
@@ -16,12 +21,13 @@ from transformers.models.marian.modeling_marian import (
     MarianModel,
     MarianMTModel,
     MarianPreTrainedModel,
+    MarianSinusoidalPositionalEmbedding,
 )
 from transformers.utils.output_capturing import OutputRecorder
 
 from .attention_link import LinkedAttentionMixin, LinkedDecoderLayerMixin, LinkedEncoderLayerMixin
 from .configuration import GraphMarianConfig
-from .graph_attention import GraphEncoderLayerMixin, GraphInputRecorderMixin
+from .graph_attention import GraphEncoderLayerMixin
 from .modeling_common import (
     GraphDecoderMixin,
     GraphEncoderMixin,
@@ -29,7 +35,6 @@ from .modeling_common import (
     GraphPreTrainedMixin,
     GraphSeq2SeqLMOutput,
     GraphSeq2SeqModelOutput,
-    GraphStacksMixin,
 )
 
 
@@ -45,10 +50,6 @@ class LinkedMarianDecoderLayer(LinkedDecoderLayerMixin, MarianDecoderLayer):
     linked_attention_class = LinkedMarianAttention
 
 
-class GraphMarianFirstEncoderLayer(GraphInputRecorderMixin, MarianEncoderLayer):
-    """Standard Marian encoder layer 0 that hands its input on to graph layer 1."""
-
-
 class GraphMarianEncoderLayer(GraphEncoderLayerMixin, MarianEncoderLayer):
     group_attention_class = MarianAttention
 
@@ -62,8 +63,10 @@ class GraphMarianPreTrainedModel(GraphPreTrainedMixin, MarianPreTrainedModel):
 
 
 class GraphMarianEncoder(GraphEncoderMixin, MarianEncoder):
+    """Marian encoder with linked or graph-group layers (the loop is in `GraphEncoderMixin`)."""
+
     config_class = GraphMarianConfig
-    first_graph_layer_class = GraphMarianFirstEncoderLayer
+    standard_layer_class = MarianEncoderLayer
     graph_layer_class = GraphMarianEncoderLayer
     linked_layer_class = LinkedMarianEncoderLayer
     _can_record_outputs = {
@@ -72,21 +75,84 @@ class GraphMarianEncoder(GraphEncoderMixin, MarianEncoder):
         "graph_gates": OutputRecorder(GraphMarianEncoderLayer, index=1),
     }
 
+    def __init__(self, config: GraphMarianConfig):  # MarianEncoder.__init__ with this stack's layers
+        PreTrainedModel.__init__(self, config)
+        self.dropout = config.dropout
+        self.layerdrop = config.encoder_layerdrop
+        self.padding_idx = config.pad_token_id
+        self.max_source_positions = config.max_position_embeddings
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, self.padding_idx)
+        self.embed_positions = MarianSinusoidalPositionalEmbedding(
+            config.max_position_embeddings, config.d_model, self.padding_idx
+        )
+        self.layers = self.build_layers(config)
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def embed(self, input_ids, inputs_embeds):
+        """Token embeddings (scaled), sinusoidal positions and dropout, as `MarianEncoder.forward`."""
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
+        hidden_states = inputs_embeds + self.embed_positions(inputs_embeds.shape[:-1])
+        return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
+
 
 class GraphMarianDecoder(GraphDecoderMixin, MarianDecoder):
+    """Marian decoder with linked layers (the loop is in `GraphDecoderMixin`)."""
+
     config_class = GraphMarianConfig
     linked_layer_class = LinkedMarianDecoderLayer
 
+    def __init__(self, config: GraphMarianConfig):  # MarianDecoder.__init__ with this stack's layers
+        PreTrainedModel.__init__(self, config)
+        self.dropout = config.dropout
+        self.layerdrop = config.decoder_layerdrop
+        self.padding_idx = config.pad_token_id
+        self.max_target_positions = config.max_position_embeddings
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_tokens = nn.Embedding(config.decoder_vocab_size, config.d_model, self.padding_idx)
+        self.embed_positions = MarianSinusoidalPositionalEmbedding(
+            config.max_position_embeddings, config.d_model, self.padding_idx
+        )
+        self.layers = self.build_layers(config)
+        self.gradient_checkpointing = False
+        self.post_init()
 
-class GraphMarianModel(GraphGatesOutputMixin, GraphStacksMixin, GraphPreTrainedMixin, MarianModel):
+    def embed(self, input_ids, inputs_embeds, past_key_values_length: int):
+        """Scaled token embeddings, positions after the cached ones and dropout, as `MarianDecoder.forward`."""
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        inputs_embeds = inputs_embeds * self.embed_scale
+        batch_size, seq_length = inputs_embeds.shape[:-1]
+        position_ids = torch.arange(seq_length, device=inputs_embeds.device) + past_key_values_length
+        positions = self.embed_positions((batch_size, seq_length), past_key_values_length, position_ids=position_ids)
+        hidden_states = inputs_embeds + positions
+        return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
+
+
+class GraphMarianModel(GraphGatesOutputMixin, GraphPreTrainedMixin, MarianModel):
     """`MarianModel` with the options of [`GraphMarianConfig`]."""
 
     config: GraphMarianConfig
     config_class = GraphMarianConfig
-    encoder_class = GraphMarianEncoder
-    decoder_class = GraphMarianDecoder
     gates_output_class = GraphSeq2SeqModelOutput
     remote_code_classes = _REMOTE_CODE_CLASSES
+
+    def __init__(self, config: GraphMarianConfig):  # MarianModel.__init__ with the stacks the options ask for
+        super().__init__(config)
+        if config.share_encoder_decoder_embeddings:
+            self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+            self._tied_weights_keys = {
+                "decoder.embed_tokens.weight": "shared.weight",
+                "encoder.embed_tokens.weight": "shared.weight",
+            }
+        else:
+            self._tied_weights_keys = None
+        graph_encoder = config.graph_attention or config.links_encoder
+        self.encoder = (GraphMarianEncoder if graph_encoder else MarianEncoder)(config)
+        self.decoder = (GraphMarianDecoder if config.links_decoder else MarianDecoder)(config)
+        self.post_init()
 
 
 class GraphMarianMTModel(GraphGatesOutputMixin, GraphPreTrainedMixin, MarianMTModel):
@@ -97,9 +163,18 @@ class GraphMarianMTModel(GraphGatesOutputMixin, GraphPreTrainedMixin, MarianMTMo
     gates_output_class = GraphSeq2SeqLMOutput
     remote_code_classes = _REMOTE_CODE_CLASSES
 
-    def __init__(self, config: GraphMarianConfig):
+    def __init__(self, config: GraphMarianConfig):  # MarianMTModel.__init__ with a GraphMarianModel
         super().__init__(config)
         self.model = GraphMarianModel(config)
+        if config.share_encoder_decoder_embeddings:
+            self._tied_weights_keys = {
+                "lm_head.weight": "model.shared.weight",
+                "model.decoder.embed_tokens.weight": "model.shared.weight",
+                "model.encoder.embed_tokens.weight": "model.shared.weight",
+            }
+        target_vocab_size = config.vocab_size if config.share_encoder_decoder_embeddings else config.decoder_vocab_size
+        self.final_logits_bias = nn.Buffer(torch.zeros((1, target_vocab_size)))
+        self.lm_head = nn.Linear(config.d_model, target_vocab_size, bias=False)
         self.post_init()
 
 
