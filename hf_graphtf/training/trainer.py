@@ -100,6 +100,26 @@ def _evaluates(training_args: TranslationTrainingArguments) -> bool:
     return training_args.do_eval or training_args.eval_strategy != "no"
 
 
+#: environment flags `accelerate launch` sets for an engine config -> the distributed type it should give
+_ENGINE_FLAGS = {"ACCELERATE_USE_FSDP": "FSDP", "ACCELERATE_USE_DEEPSPEED": "DEEPSPEED"}
+
+
+def check_launch_engine(trainer: Seq2SeqTrainer) -> None:
+    """Refuse a launch whose FSDP/DeepSpeed config accelerate dropped, instead of training without it.
+
+    accelerate 1.15 applies FSDP only to accelerator-backed runs; on CPU (or with ``use_cpu``) the
+    run silently becomes plain data parallel, or one independent process per rank.
+    """
+    distributed_type = str(trainer.accelerator.distributed_type).rsplit(".", 1)[-1]
+    for flag, engine in _ENGINE_FLAGS.items():
+        if os.environ.get(flag, "false").lower() == "true" and distributed_type != engine:
+            raise RuntimeError(
+                f"accelerate was launched with a {engine} config, but this run is {distributed_type}: "
+                f"accelerate uses {engine} only on GPUs (or other accelerators), and not with use_cpu. "
+                "Launch on GPUs, or use recipes/accelerate/ddp.yaml with `--use_cpu true` for CPU processes."
+            )
+
+
 def build_tokenizer(
     model_args: ModelArguments,
     data_args: DataArguments,
@@ -381,6 +401,7 @@ def run_translation(
         callbacks=all_callbacks,
     )
 
+    check_launch_engine(trainer)
     results = run_record(model, model_args, data_args, training_args)
     if training_args.do_train:
         train_output = trainer.train(resume_from_checkpoint=checkpoint)
@@ -391,6 +412,12 @@ def run_translation(
             "global_step": trainer.state.global_step,
             "best_checkpoint": trainer.state.best_model_checkpoint,
             "resumed_from_checkpoint": checkpoint,
+            "distributed_type": str(trainer.accelerator.distributed_type),
+            "activation_checkpointing": any(
+                "_checkpoint_wrapped_module" in name or getattr(module, "gradient_checkpointing", False)
+                for name, module in trainer.model_wrapped.named_modules()
+            ),
+            "loss_history": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
         }
     if training_args.do_eval:
         results["eval"] = trainer.evaluate(metric_key_prefix="eval")
