@@ -31,6 +31,7 @@ from transformers.utils.output_capturing import capture_outputs
 
 from .attention_link import check_link_implementation
 from .configuration import validate_graph_options
+from .translation_pipeline import custom_pipelines_entry
 
 _OUTPUT_FLAGS = ("output_attentions", "output_hidden_states", "return_dict")
 
@@ -102,6 +103,7 @@ class GraphPreTrainedMixin:
         if self.remote_code_classes is not None:
             module = type(self).__module__.rsplit(".", 1)[-1]
             self.config.auto_map = auto_map_for(module, *self.remote_code_classes)
+            self.config.custom_pipelines = custom_pipelines_entry()  # translation_pipeline.py travels too
         return super().save_pretrained(save_directory, *args, **kwargs)
 
 

@@ -1,18 +1,23 @@
-"""`pipeline("translation")` for encoder-decoder models.
+"""A translation pipeline for encoder-decoder models, without touching Transformers' task tables.
 
-Transformers 5 removed its translation pipeline (and refuses the task name). Translation with a
-seq2seq model is what this package is for, so importing `hf_graphtf` registers this pipeline
-under the task name ``"translation"`` when the installed Transformers lacks one: the call users
-know keeps working, for our models and for vanilla Marian/BART alike.
+Transformers 5 removed its translation pipeline (and refuses the task name). This one is used two
+ways, neither of which changes what ``pipeline()`` does for other models:
+
+* directly, with the package: ``TranslationPipeline(model=model, tokenizer=tokenizer)``;
+* from a saved checkpoint, with or without the package: every checkpoint carries this file and a
+  ``custom_pipelines`` entry in its config, so ``pipeline("translation", model=folder_or_hub_id,
+  trust_remote_code=True)`` loads it as remote code.
+
+This module travels with saved checkpoints: it imports only Transformers.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from transformers import AutoModelForSeq2SeqLM, GenerationConfig, Pipeline
-from transformers.pipelines import PIPELINE_REGISTRY, REMOVED_TASKS
+from transformers import GenerationConfig, Pipeline
 
+#: the task name a checkpoint's ``custom_pipelines`` entry declares
 TASK = "translation"
 
 
@@ -55,9 +60,14 @@ class TranslationPipeline(Pipeline):
         return [r[0] if isinstance(r, list) and len(r) == 1 else r for r in result]
 
 
-def register_translation_pipeline() -> None:
-    """Register the task unless the installed Transformers provides its own."""
-    if TASK in PIPELINE_REGISTRY.get_supported_tasks() and TASK not in REMOVED_TASKS:
-        return
-    REMOVED_TASKS.pop(TASK, None)
-    PIPELINE_REGISTRY.register_pipeline(TASK, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM)
+def custom_pipelines_entry() -> dict[str, dict[str, Any]]:
+    """The ``config.custom_pipelines`` value that makes ``pipeline(TASK, trust_remote_code=True)`` find
+    this class in a saved checkpoint (the format `Pipeline.save_pretrained` writes)."""
+    return {
+        TASK: {
+            "impl": f"{__name__.rsplit('.', 1)[-1]}.{TranslationPipeline.__name__}",
+            "pt": ["AutoModelForSeq2SeqLM"],
+            "tf": [],
+            "type": "text",
+        }
+    }

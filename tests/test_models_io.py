@@ -13,6 +13,8 @@ import torch
 from model_matrix import FAMILIES, OPTION_MATRIX, source_batch, target_batch, tiny_model
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
 
+from hf_graphtf import TranslationPipeline
+
 IO_MATRIX = ["vanilla", "al-both-cum", "graph-half-shared-self_gate", "graph-gate+al-dec-cum"]
 
 # Runs in a fresh interpreter, outside the repository, with `import hf_graphtf` made impossible.
@@ -120,11 +122,68 @@ def test_auto_classes_are_registered(family):
     assert type(AutoModel.from_config(config)).__name__ == f"Graph{'Marian' if family == 'marian' else 'Bart'}Model"
 
 
-def test_translation_pipeline(family, tiny_tokenizer):
+_REMOTE_PIPELINE = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class BlockPackage(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_graphtf" or name.startswith("hf_graphtf."):
+                raise ImportError("hf_graphtf is blocked in this test")
+            return None
+
+    sys.meta_path.insert(0, BlockPackage())
+    from transformers import pipeline
+
+    translator = pipeline("translation", model=sys.argv[1], trust_remote_code=True, device="cpu")
+    out = translator(["w5 w6 w7", "w8 w9"], max_new_tokens=5, num_beams=2)
+    assert "hf_graphtf" not in sys.modules
+    print(type(translator).__name__, len(out), type(out[0]["translation_text"]).__name__)
+    """
+)
+
+_PIPELINE_TABLES = textwrap.dedent(
+    """
+    import json, sys
+    from transformers.pipelines import PIPELINE_REGISTRY, REMOVED_TASKS
+
+    def tables():
+        return {"removed": sorted(REMOVED_TASKS), "supported": sorted(PIPELINE_REGISTRY.get_supported_tasks())}
+
+    before = tables()
+    import hf_graphtf  # noqa: F401
+    print(json.dumps(before == tables()))
+    """
+)
+
+
+def test_translation_pipeline_directly_and_from_a_checkpoint(family, tiny_tokenizer, tmp_path):
     model = tiny_model(family, OPTION_MATRIX["al-both"], dtype=torch.float32)
-    translator = pipeline("translation", model=model, tokenizer=tiny_tokenizer, device="cpu")
+    translator = TranslationPipeline(model=model, tokenizer=tiny_tokenizer, device="cpu")
     out = translator(["w5 w6 w7", "w8 w9"], max_new_tokens=5, num_beams=2)
     assert len(out) == 2 and all(isinstance(o["translation_text"], str) for o in out)
+
+    model.save_pretrained(tmp_path / "model")
+    tiny_tokenizer.save_pretrained(tmp_path / "model")
+    assert (tmp_path / "model" / "translation_pipeline.py").is_file()
+    loaded = pipeline("translation", model=str(tmp_path / "model"), trust_remote_code=True, device="cpu")
+    assert loaded(["w5 w6 w7", "w8 w9"], max_new_tokens=5, num_beams=2) == out
+
+    script = tmp_path / "remote_pipeline.py"
+    script.write_text(_REMOTE_PIPELINE)
+    result = subprocess.run(
+        [sys.executable, "-I", str(script), str(tmp_path / "model")], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["TranslationPipeline", "2", "str"]
+
+
+def test_importing_the_package_leaves_transformers_pipeline_tables_alone(tmp_path):
+    script = tmp_path / "tables.py"
+    script.write_text(_PIPELINE_TABLES)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "true"
 
 
 @pytest.mark.parametrize("options", ["graph-gate", "graph-self_gate", "graph-sum"])
