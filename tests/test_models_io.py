@@ -17,8 +17,8 @@ from hf_graphtf import TranslationPipeline
 
 IO_MATRIX = ["vanilla", "al-both-cum", "graph-half-shared-self_gate", "graph-gate+al-dec-cum"]
 
-# Runs in a fresh interpreter, outside the repository, with `import hf_graphtf` made impossible.
-REMOTE_LOAD_SCRIPT = textwrap.dedent(
+# The start of a script run in a fresh interpreter, outside the repository: `import hf_graphtf` is made impossible.
+BLOCK_PACKAGE = textwrap.dedent(
     """
     import importlib.abc, sys
 
@@ -29,6 +29,11 @@ REMOTE_LOAD_SCRIPT = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, BlockPackage())
+    """
+)
+
+REMOTE_LOAD_SCRIPT = BLOCK_PACKAGE + textwrap.dedent(
+    """
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
@@ -122,17 +127,8 @@ def test_auto_classes_are_registered(family):
     assert type(AutoModel.from_config(config)).__name__ == f"Graph{'Marian' if family == 'marian' else 'Bart'}Model"
 
 
-_REMOTE_PIPELINE = textwrap.dedent(
+_REMOTE_PIPELINE = BLOCK_PACKAGE + textwrap.dedent(
     """
-    import importlib.abc, sys
-
-    class BlockPackage(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_graphtf" or name.startswith("hf_graphtf."):
-                raise ImportError("hf_graphtf is blocked in this test")
-            return None
-
-    sys.meta_path.insert(0, BlockPackage())
     from transformers import pipeline
 
     translator = pipeline("translation", model=sys.argv[1], trust_remote_code=True, device="cpu")
