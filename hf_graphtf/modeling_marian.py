@@ -62,6 +62,15 @@ class GraphMarianPreTrainedModel(GraphPreTrainedMixin, MarianPreTrainedModel):
     config_class = GraphMarianConfig
 
 
+def _marian_stack_embeddings(stack: nn.Module, config: GraphMarianConfig, vocab_size: int) -> None:
+    """The embedding modules of `MarianEncoder`/`MarianDecoder`, in their order."""
+    stack.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+    stack.embed_tokens = nn.Embedding(vocab_size, config.d_model, config.pad_token_id)
+    stack.embed_positions = MarianSinusoidalPositionalEmbedding(
+        config.max_position_embeddings, config.d_model, config.pad_token_id
+    )
+
+
 class GraphMarianEncoder(GraphEncoderMixin, MarianEncoder):
     """Marian encoder with linked or graph-group layers (the loop is in `GraphEncoderMixin`)."""
 
@@ -81,11 +90,7 @@ class GraphMarianEncoder(GraphEncoderMixin, MarianEncoder):
         self.layerdrop = config.encoder_layerdrop
         self.padding_idx = config.pad_token_id
         self.max_source_positions = config.max_position_embeddings
-        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, self.padding_idx)
-        self.embed_positions = MarianSinusoidalPositionalEmbedding(
-            config.max_position_embeddings, config.d_model, self.padding_idx
-        )
+        _marian_stack_embeddings(self, config, config.vocab_size)
         self.layers = self.build_layers(config)
         self.gradient_checkpointing = False
         self.post_init()
@@ -110,11 +115,7 @@ class GraphMarianDecoder(GraphDecoderMixin, MarianDecoder):
         self.layerdrop = config.decoder_layerdrop
         self.padding_idx = config.pad_token_id
         self.max_target_positions = config.max_position_embeddings
-        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_tokens = nn.Embedding(config.decoder_vocab_size, config.d_model, self.padding_idx)
-        self.embed_positions = MarianSinusoidalPositionalEmbedding(
-            config.max_position_embeddings, config.d_model, self.padding_idx
-        )
+        _marian_stack_embeddings(self, config, config.decoder_vocab_size)
         self.layers = self.build_layers(config)
         self.gradient_checkpointing = False
         self.post_init()

@@ -276,6 +276,7 @@ def test_two_process_cpu_run_with_accelerate(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["training"]["world_size"] == 2
+    assert results["train"]["distributed_type"] == "MULTI_CPU"
     assert results["train"]["global_step"] == 2
     assert "bleu" in results["test"]
     assert result.stdout.count("Model, tokenizer, card") == 1  # only the main process reports

@@ -110,7 +110,7 @@ def check_launch_engine(trainer: Seq2SeqTrainer) -> None:
     accelerate 1.15 applies FSDP only to accelerator-backed runs; on CPU (or with ``use_cpu``) the
     run silently becomes plain data parallel, or one independent process per rank.
     """
-    distributed_type = str(trainer.accelerator.distributed_type).rsplit(".", 1)[-1]
+    distributed_type = trainer.accelerator.distributed_type.value
     for flag, engine in _ENGINE_FLAGS.items():
         if os.environ.get(flag, "false").lower() == "true" and distributed_type != engine:
             raise RuntimeError(
@@ -412,12 +412,7 @@ def run_translation(
             "global_step": trainer.state.global_step,
             "best_checkpoint": trainer.state.best_model_checkpoint,
             "resumed_from_checkpoint": checkpoint,
-            "distributed_type": str(trainer.accelerator.distributed_type),
-            "activation_checkpointing": any(
-                "_checkpoint_wrapped_module" in name or getattr(module, "gradient_checkpointing", False)
-                for name, module in trainer.model_wrapped.named_modules()
-            ),
-            "loss_history": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
+            "distributed_type": trainer.accelerator.distributed_type.value,
         }
     if training_args.do_eval:
         results["eval"] = trainer.evaluate(metric_key_prefix="eval")
