@@ -182,3 +182,58 @@ def trained_tiny_model(tmp_path_factory) -> TrainedRun:
         results = json.loads((base / "out" / "results.json").read_text(encoding="utf-8"))
         _TRAINED["run"] = TrainedRun(base / "out", corpus, results, result.stdout, command)
     return _TRAINED["run"]
+
+
+def write_opus_mt_stand_in(directory: Path, corpus: Path, family: str = "marian") -> Path:
+    """A locally saved vanilla checkpoint standing in for a Hub model such as Helsinki-NLP/opus-mt-es-en.
+
+    ``marian``: a `MarianMTModel` with a real `MarianTokenizer` (``source.spm``/``target.spm``/``vocab.json``)
+    built from a SentencePiece model trained on the toy corpus, which is what an opus-mt folder holds.
+    ``bart``: a `BartForConditionalGeneration` with a joint tokenizer of this package.
+    """
+    import io
+
+    import sentencepiece
+    from transformers import BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel, MarianTokenizer
+
+    from hf_graphtf.tokenization import train_joint_tokenizer
+
+    directory.mkdir(parents=True, exist_ok=True)
+    records = [json.loads(line) for line in (corpus / "train.jsonl").read_text(encoding="utf-8").splitlines()]
+    text = [r["translation"][side] for r in records for side in ("es", "en")]
+    if family == "marian":
+        model_file = io.BytesIO()
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(text), model_writer=model_file, vocab_size=60, model_type="unigram",
+            pad_id=-1, bos_id=-1, eos_id=-1, unk_id=0, minloglevel=2,
+        )  # fmt: skip
+        for name in ("source.spm", "target.spm"):
+            (directory / name).write_bytes(model_file.getvalue())
+        processor = sentencepiece.SentencePieceProcessor(model_proto=model_file.getvalue())
+        pieces = ["</s>", "<unk>"] + [processor.id_to_piece(i) for i in range(1, processor.get_piece_size())]
+        vocab = {piece: index for index, piece in enumerate(pieces + ["<pad>"])}
+        (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+        tokenizer = MarianTokenizer(*(str(directory / name) for name in ("source.spm", "target.spm", "vocab.json")))
+        config = MarianConfig(
+            vocab_size=len(vocab), pad_token_id=vocab["<pad>"], eos_token_id=0, decoder_start_token_id=vocab["<pad>"]
+        )
+        model_class = MarianMTModel
+    else:
+        tokenizer = train_joint_tokenizer(text, src_lang="es", tgt_lang="en", vocab_size=300, show_progress=False)
+        config = BartConfig(
+            vocab_size=len(tokenizer),
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            bos_token_id=tokenizer.eos_token_id,
+            decoder_start_token_id=tokenizer.eos_token_id,
+        )
+        model_class = BartForConditionalGeneration
+    for name in ("encoder", "decoder"):
+        setattr(config, f"{name}_layers", 2)
+        setattr(config, f"{name}_attention_heads", 2)
+        setattr(config, f"{name}_ffn_dim", 64)
+    config.d_model, config.max_position_embeddings = 32, 64
+    torch.manual_seed(0)
+    model_class(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

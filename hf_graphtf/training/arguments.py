@@ -34,13 +34,17 @@ class ModelArguments:
     """The model to train: its family, its size and the attention-link / graph options.
 
     The size fields use the names of `MarianConfig` / `BartConfig` so a recipe reads like a config.
-    They are ignored when `model_name_or_path` continues from a saved model.
+    They are ignored when `model_name_or_path` starts from a saved model, whose family and sizes are kept;
+    the link and graph options are then switched on in the loaded model (see `training.pretrained`).
     """
 
     model_family: str = field(default="marian", metadata={"help": f"One of {MODEL_FAMILIES}."})
     model_name_or_path: str | None = field(
         default=None,
-        metadata={"help": "Start from this saved model (directory or Hub id) instead of a fresh one."},
+        metadata={
+            "help": "Fine-tune this saved Marian/BART model (directory or Hub id, e.g. Helsinki-NLP/opus-mt-es-en) "
+            "with the link/graph options switched on, instead of training a fresh one."
+        },
     )
     tokenizer_name_or_path: str | None = field(
         default=None,
@@ -147,6 +151,9 @@ class DataArguments:
     )
     num_sample_translations: int = field(default=5, metadata={"help": "Test translations printed and carded."})
     preprocessing_num_workers: int | None = None
+    pad_to_multiple_of: int | None = field(
+        default=None, metadata={"help": "Pad batches to a multiple of this length (8 suits GPU tensor cores)."}
+    )
 
     def __post_init__(self) -> None:
         if self.corpus is None:
@@ -193,9 +200,28 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     early_stopping_threshold: float = field(
         default=0.0, metadata={"help": "Minimum improvement of the metric that resets the patience."}
     )
+    max_tokens_per_batch: int | None = field(
+        default=None,
+        metadata={
+            "help": "Token-based training batches: sentences of similar length, at most this many padded tokens "
+            "(sentences x longest side) per batch and process, batch order shuffled each epoch. Replaces "
+            "per_device_train_batch_size for training."
+        },
+    )
+    max_train_minutes: float | None = field(
+        default=None,
+        metadata={
+            "help": "Wall-clock budget for training (evaluations included, summed over resumed runs): then a "
+            "last evaluation and checkpoint, the best checkpoint reloaded, and the test split scored."
+        },
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
+            raise ValueError(f"max_tokens_per_batch must be a positive number; got {self.max_tokens_per_batch}.")
+        if self.max_train_minutes is not None and not self.max_train_minutes > 0:
+            raise ValueError(f"max_train_minutes must be a positive number; got {self.max_train_minutes}.")
         if self.early_stopping_patience is not None and not self.load_best_model_at_end:
             raise ValueError(
                 "early_stopping_patience needs load_best_model_at_end: true (and matching eval/save strategies), "

@@ -37,7 +37,10 @@ from ..data import HUB_CORPORA, load_parallel_corpus
 from ..model_card import write_model_card
 from ..tokenization import train_joint_tokenizer
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments, parse_recipe_args
+from .batching import TokenBatchSampler
+from .budget import TrainingTimeBudget, trained_seconds_in
 from .metrics import build_compute_metrics, decode_token_ids, translation_report
+from .pretrained import FAMILY_OF_MODEL_TYPE, load_pretrained_with_options
 
 logger = logging.get_logger(__name__)
 
@@ -64,6 +67,8 @@ RECORDED_TRAINING_ARGS = (
     "num_train_epochs",
     "eval_steps",
     "early_stopping_patience",
+    "max_tokens_per_batch",
+    "max_train_minutes",
     "generation_num_beams",
     "test_num_beams",
     "seed",
@@ -102,6 +107,46 @@ def _evaluates(training_args: TranslationTrainingArguments) -> bool:
 
 #: environment flags `accelerate launch` sets for an engine config -> the distributed type it should give
 _ENGINE_FLAGS = {"ACCELERATE_USE_FSDP": "FSDP", "ACCELERATE_USE_DEEPSPEED": "DEEPSPEED"}
+
+
+class TranslationTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` whose training batches are token-based when ``max_tokens_per_batch`` is set."""
+
+    token_sampler: TokenBatchSampler | None = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.add_callback(_SamplerEpoch(self))
+
+    def _get_train_sampler(self, train_dataset: Dataset | None = None):
+        if self.args.max_tokens_per_batch is None:
+            return super()._get_train_sampler(train_dataset)
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        world_size = max(1, self.args.world_size)
+        self.token_sampler = TokenBatchSampler(
+            [len(ids) for ids in dataset["input_ids"]],
+            [len(ids) for ids in dataset["labels"]],
+            self.args.max_tokens_per_batch,
+            world_size=world_size,
+            rank=self.args.process_index if world_size > 1 else 0,
+            seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
+        )
+        return self.token_sampler
+
+
+class _SamplerEpoch(TrainerCallback):
+    """Gives the token sampler its epoch at each epoch start, also where the Trainer's own ``set_epoch``
+    does not reach it (a resumed run with several processes, where accelerate wraps it twice)."""
+
+    def __init__(self, trainer: TranslationTrainer):
+        self.trainer = trainer
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        sampler = self.trainer.token_sampler
+        if sampler is not None:
+            accumulation = args.gradient_accumulation_steps
+            steps_per_epoch = max(len(sampler) // accumulation + int(len(sampler) % accumulation > 0), 1)
+            sampler.set_epoch(state.global_step // steps_per_epoch)
 
 
 def check_launch_engine(trainer: Seq2SeqTrainer) -> None:
@@ -158,16 +203,22 @@ def build_model(
     training_args: TranslationTrainingArguments,
     tokenizer: PreTrainedTokenizerBase,
 ) -> PreTrainedModel:
-    """A fresh model of the chosen family and options, or the saved one named by ``model_name_or_path``.
+    """A fresh model of the chosen family and options, or the saved one named by ``model_name_or_path``
+    with the options switched on (see `load_pretrained_with_options`; its family is the checkpoint's).
 
-    Special tokens come from the tokenizer; the decoder starts from the pad token, as in Marian.
-    The generation settings used for evaluation are stored in the model's generation config, so the
-    saved model translates the same way by default.
+    Special tokens of a fresh model come from the tokenizer; the decoder starts from the pad token, as
+    in Marian. The generation settings used for evaluation are stored in the model's generation config,
+    so the saved model translates the same way by default.
     """
     if model_args.model_name_or_path is not None:
-        model = AutoModelForSeq2SeqLM.from_pretrained(
-            model_args.model_name_or_path, attn_implementation=model_args.attn_implementation
+        _, model = load_pretrained_with_options(
+            model_args.model_name_or_path, model_args.graph_options(), model_args.attn_implementation
         )
+        if len(tokenizer) > model.config.vocab_size:
+            raise ValueError(
+                f"the tokenizer has {len(tokenizer)} tokens but {model_args.model_name_or_path} has "
+                f"{model.config.vocab_size} embeddings: use the checkpoint's own tokenizer."
+            )
     else:
         config = CONFIG_CLASSES[model_args.model_family](
             vocab_size=len(tokenizer),
@@ -212,6 +263,12 @@ def tokenize_splits(
                 num_proc=data_args.preprocessing_num_workers,
                 desc=f"Tokenizing the {role} split",
             )
+    if "validation" in tokenized:
+        # Validation BLEU compares predictions with labels in whatever order they come; generation
+        # waits for the longest sentence of each batch, so batches of similar lengths are much faster.
+        validation = tokenized["validation"]
+        lengths = [len(ids) for ids in validation["input_ids"]]
+        tokenized["validation"] = validation.select(sorted(range(len(lengths)), key=lengths.__getitem__))
     return tokenized
 
 
@@ -295,7 +352,7 @@ def run_record(
     """What was trained on what, and how: the part of results.json that the model card describes."""
     return {
         "model": {
-            "family": model_args.model_family,
+            "family": FAMILY_OF_MODEL_TYPE[model.config.model_type][0],
             "model_type": model.config.model_type,
             "parameters": model.num_parameters(),
             "options": {name: getattr(model.config, name) for name in model_args.graph_options()},
@@ -390,13 +447,17 @@ def run_translation(
         all_callbacks.append(
             EarlyStoppingCallback(training_args.early_stopping_patience, training_args.early_stopping_threshold)
         )
-    trainer = Seq2SeqTrainer(
+    budget = None
+    if training_args.max_train_minutes is not None:
+        budget = TrainingTimeBudget(training_args.max_train_minutes, trained_seconds_in(checkpoint))
+        all_callbacks.append(budget)
+    trainer = TranslationTrainer(
         model=model,
         args=training_args,
         train_dataset=tokenized.get("train"),
         eval_dataset=tokenized.get("validation"),
         processing_class=tokenizer,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=data_args.pad_to_multiple_of),
         compute_metrics=build_compute_metrics(tokenizer),
         callbacks=all_callbacks,
     )
@@ -413,7 +474,13 @@ def run_translation(
             "best_checkpoint": trainer.state.best_model_checkpoint,
             "resumed_from_checkpoint": checkpoint,
             "distributed_type": trainer.accelerator.distributed_type.value,
+            "epochs": trainer.state.epoch,
+            "max_tokens_per_batch": training_args.max_tokens_per_batch,
+            "train_minutes": None if budget is None else round(budget.trained_seconds / 60, 2),
+            "stopped_by_time_budget": budget is not None and budget.stopped_at_step is not None,
         }
+        if trainer.token_sampler is not None:
+            results["train"]["batches_per_epoch"] = len(trainer.token_sampler.batches)
     if training_args.do_eval:
         results["eval"] = trainer.evaluate(metric_key_prefix="eval")
     hypotheses = None

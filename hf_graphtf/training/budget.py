@@ -1,0 +1,76 @@
+"""A wall-clock budget for training: stop cleanly after ``max_train_minutes``.
+
+When the budget is spent the callback asks the Trainer for a last evaluation and checkpoint at that
+step and stops; the recipe then reloads the best checkpoint (``load_best_model_at_end``) and scores
+the test split as after any other run. The minutes are those of training (evaluations during
+training included) summed over interrupted and resumed runs: the spent seconds are saved in every
+checkpoint's ``trainer_state.json`` and read back on resume. With several processes all of them
+stop at the same step (the decision is reduced across processes), or the collective calls would hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from transformers import TrainerCallback
+from transformers.trainer_callback import ExportableState
+
+
+class TrainingTimeBudget(TrainerCallback, ExportableState):
+    """Stops training once ``max_minutes`` of training time have passed."""
+
+    def __init__(self, max_minutes: float, trained_seconds: float = 0.0):
+        if not max_minutes > 0:
+            raise ValueError(f"max_train_minutes must be a positive number of minutes; got {max_minutes!r}.")
+        self.max_minutes = max_minutes
+        self.trained_seconds = trained_seconds  # before this run started
+        self.stopped_at_step: int | None = None
+        self._started: float | None = None
+        self._before_this_run = trained_seconds
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._started = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.trained_seconds = self._before_this_run + time.monotonic() - self._started
+        if _any_process(self.trained_seconds >= 60 * self.max_minutes) and not control.should_training_stop:
+            self.stopped_at_step = state.global_step
+            control.should_training_stop = True
+            control.should_save = args.save_strategy != "no"
+            control.should_evaluate = args.eval_strategy != "no"
+        return control
+
+    def state(self) -> dict:
+        return {"args": {"max_minutes": self.max_minutes}, "attributes": {"trained_seconds": self.trained_seconds}}
+
+
+def _any_process(flag: bool) -> bool:
+    """True on every process when ``flag`` is true on any (a no-op without torch.distributed)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return flag
+    value = torch.tensor([1.0 if flag else 0.0])
+    if dist.get_backend() == "nccl":
+        value = value.cuda()
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
+
+
+def trained_seconds_in(checkpoint: str | None) -> float:
+    """Training seconds a checkpoint records (0 for none, or one written without a budget)."""
+    if checkpoint is None:
+        return 0.0
+    path = os.path.join(checkpoint, "trainer_state.json")
+    if not os.path.isfile(path):
+        return 0.0
+    with open(path, encoding="utf-8") as handle:
+        stored = json.load(handle).get("stateful_callbacks", {}).get(TrainingTimeBudget.__name__, {})
+    if isinstance(stored, list):
+        stored = stored[0] if stored else {}
+    return float(stored.get("attributes", {}).get("trained_seconds", 0.0))
+
+
+__all__ = ["TrainingTimeBudget", "trained_seconds_in"]

@@ -1,0 +1,158 @@
+"""Fine-tuning a pretrained vanilla checkpoint (an opus-mt or BART stand-in saved locally) with the options on."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+import torch
+from recipe_fixtures import (
+    REPO_ROOT,
+    one_thread,  # noqa: F401  (autouse fixture)
+    run_python,
+    tiny_recipe,
+    write_opus_mt_stand_in,
+    write_recipe,
+    write_tiny_corpus,
+)
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianTokenizer, T5Config
+
+from hf_graphtf import GraphBartForConditionalGeneration, GraphMarianMTModel
+from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS
+from hf_graphtf.training import parse_recipe_args, run_translation
+from hf_graphtf.training.pretrained import load_pretrained_with_options
+
+OPTIONS = {
+    "al-both": {"attention_link": "both"},
+    "graph-gate": {"graph_attention": True, "graph_fusion": "gate"},
+    "graph-shared-self_gate+al-dec": {
+        "graph_attention": True,
+        "graph_shared_qkv": True,
+        "graph_fusion": "self_gate",
+        "attention_link": "decoder",
+    },
+}
+#: parameter names a graph layer adds next to the vanilla layer's (layer 0 stays vanilla)
+GRAPH_MODULES = ("mid_attn_inc", "mid_attn_prev", "low_proj", "self_gate")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_tiny_corpus(tmp_path_factory.mktemp("finetune") / "corpus")
+
+
+@pytest.fixture(scope="module", params=["marian", "bart"])
+def stand_in(request, corpus, tmp_path_factory):
+    family = request.param
+    return family, write_opus_mt_stand_in(tmp_path_factory.mktemp(family) / "vanilla", corpus, family)
+
+
+def _requested(**options):
+    return {**GRAPH_OPTION_DEFAULTS, **options}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_pretrained_weights_land_unchanged_and_only_option_modules_are_new(stand_in, name):
+    family, folder = stand_in
+    vanilla = AutoModelForSeq2SeqLM.from_pretrained(folder).state_dict()
+    loaded_family, model = load_pretrained_with_options(str(folder), _requested(**OPTIONS[name]), "eager")
+    assert loaded_family == family
+    assert isinstance(model, {"marian": GraphMarianMTModel, "bart": GraphBartForConditionalGeneration}[family])
+    state = model.state_dict()
+    for key, weight in vanilla.items():
+        assert torch.equal(state[key], weight), key  # bit for bit
+    new = set(state) - set(vanilla)
+    if OPTIONS[name].get("graph_attention"):
+        assert new and all(any(f".{m}." in key for m in GRAPH_MODULES) for key in new), sorted(new)
+        assert not any(".layers.0." in key for key in new)
+        for key in new:  # initialised, not left empty
+            assert torch.isfinite(state[key]).all(), key
+    else:
+        assert not new, sorted(new)  # attention link adds no parameters
+    for option, value in OPTIONS[name].items():
+        assert getattr(model.config, option) == value
+
+
+@pytest.mark.parametrize("name", ["al-both", "graph-gate"])
+def test_recipe_fine_tunes_saves_and_reloads_with_and_without_the_package(stand_in, corpus, name, tmp_path):
+    family, folder = stand_in
+    out = tmp_path / "out"
+    recipe = tiny_recipe(
+        corpus, out, model_name_or_path=str(folder), model_family="marian", max_steps=2, eval_steps=1, save_steps=1,
+        **{"attention_link": "none", **OPTIONS[name]},
+    )  # fmt: skip
+    results = run_translation(*parse_recipe_args([str(write_recipe(tmp_path / "recipe.yaml", recipe))]))
+    assert results["train"]["global_step"] == 2
+    assert results["model"]["family"] == family  # the checkpoint's, whatever the recipe says
+    assert results["model"]["sizes"]["d_model"] == 32 and results["model"]["sizes"]["encoder_ffn_dim"] == 64
+    for option, value in OPTIONS[name].items():
+        assert results["model"]["options"][option] == value
+    assert {"bleu", "chrf"} <= set(results["test"])
+    if family == "marian":
+        assert isinstance(AutoTokenizer.from_pretrained(out), MarianTokenizer)  # the checkpoint's own tokenizer
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == f"graph_{family}"
+
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(out, attn_implementation="eager").eval()
+    inputs = AutoTokenizer.from_pretrained(out)(["El rey vio la casa."], return_tensors="pt")
+    with torch.no_grad():
+        expected = reloaded(**inputs, decoder_input_ids=inputs["input_ids"][:, :3]).logits
+    torch.save({"inputs": dict(inputs), "expected": expected}, tmp_path / "io.pt")
+    script = textwrap.dedent(
+        """
+        import sys, torch
+        sys.meta_path.insert(0, type("Block", (), {"find_spec": staticmethod(
+            lambda name, *a: (_ for _ in ()).throw(ImportError(name)) if name.startswith("hf_graphtf") else None)})())
+        from transformers import AutoModelForSeq2SeqLM
+        folder, io_file = sys.argv[1:3]
+        data = torch.load(io_file)
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True, attn_implementation="eager")
+        with torch.no_grad():
+            logits = model.eval()(**data["inputs"], decoder_input_ids=data["inputs"]["input_ids"][:, :3]).logits
+        assert "hf_graphtf" not in sys.modules
+        assert torch.equal(logits, data["expected"]), (logits - data["expected"]).abs().max()
+        """
+    )
+    result = run_python("-c", script, str(out), str(tmp_path / "io.pt"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_half_dim_cannot_reuse_pretrained_attention(stand_in):
+    _, folder = stand_in
+    with pytest.raises(ValueError, match="graph_half_dim replaces the pretrained self-attention"):
+        load_pretrained_with_options(str(folder), _requested(graph_attention=True, graph_half_dim=True))
+
+
+def test_a_checkpoint_of_ours_keeps_its_options_and_refuses_others(stand_in, tmp_path):
+    _, folder = stand_in
+    _, linked = load_pretrained_with_options(str(folder), _requested(attention_link="both"))
+    linked.save_pretrained(tmp_path / "linked")
+    _, kept = load_pretrained_with_options(str(tmp_path / "linked"), dict(GRAPH_OPTION_DEFAULTS))
+    assert kept.config.attention_link == "both"
+    _, same = load_pretrained_with_options(str(tmp_path / "linked"), _requested(attention_link="both"))
+    assert same.config.attention_link == "both"
+    with pytest.raises(ValueError, match="attention_link: checkpoint 'both', recipe 'encoder'"):
+        load_pretrained_with_options(str(tmp_path / "linked"), _requested(attention_link="encoder"))
+
+
+def test_other_model_types_are_refused_before_loading_weights(tmp_path):
+    T5Config(d_model=8, num_layers=1, num_heads=1, d_ff=8, d_kv=8).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="model type 't5' cannot be fine-tuned"):
+        load_pretrained_with_options(str(tmp_path), dict(GRAPH_OPTION_DEFAULTS))
+
+
+def test_committed_fine_tuning_recipe_runs_on_a_local_copy_of_the_hub_model(corpus, tmp_path):
+    """The recipe as a user runs it, with the Hub id swapped for a locally saved stand-in (no network here)."""
+    folder = write_opus_mt_stand_in(tmp_path / "opus-mt-es-en", corpus, "marian")
+    recipe = REPO_ROOT / "recipes" / "configs" / "finetune_opus_mt_es_en_10k_al_both.yaml"
+    overrides = {
+        "model_name_or_path": folder, "corpus": corpus, "train_split": "train", "output_dir": tmp_path / "out",
+        "max_steps": 2, "eval_steps": 1, "save_steps": 1, "per_device_train_batch_size": 8,
+        "max_source_length": 32, "max_target_length": 24, "test_num_beams": 2, "use_cpu": "true",
+        "disable_tqdm": "true",
+    }  # fmt: skip
+    argv = [str(recipe)] + [item for name, value in overrides.items() for item in (f"--{name}", str(value))]
+    results = run_translation(*parse_recipe_args(argv))
+    assert results["model"]["options"]["attention_link"] == "both"
+    assert results["train"]["global_step"] == 2 and "bleu" in results["test"]
