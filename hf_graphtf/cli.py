@@ -15,12 +15,19 @@ from typing import Any, TextIO
 
 DEFAULT_CORPUS_DIR = "data/bible-es-en"
 DEFAULT_BUCKETS = (10, 20, 30, 40, 50)
+#: translation on the 2-core machine of recipes/benchmarks/RESULTS.md ("Threads") was fastest with one thread
+DEFAULT_THREADS = 1
 
 
 # --------------------------------------------------------------------------- model loading and translation
 
 
-def load_model(name: str, device: str | None = None) -> tuple[Any, Any]:
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def load_model(
+    name: str, device: str | None = None, dtype: str = "fp32", attn_implementation: str | None = None
+) -> tuple[Any, Any]:
     """Tokenizer and model (in eval mode, on ``device`` or the best available one) from a directory or Hub id."""
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
@@ -29,8 +36,14 @@ def load_model(name: str, device: str | None = None) -> tuple[Any, Any]:
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     tokenizer = AutoTokenizer.from_pretrained(name)
-    model = AutoModelForSeq2SeqLM.from_pretrained(name).to(device).eval()
-    return tokenizer, model
+    model = AutoModelForSeq2SeqLM.from_pretrained(
+        name, dtype=getattr(torch, DTYPES[dtype]), attn_implementation=attn_implementation
+    )
+    return tokenizer, model.to(device).eval()
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, Any]:
+    return load_model(args.model, args.device, args.dtype, args.attn_implementation)
 
 
 def _length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
@@ -93,7 +106,7 @@ def _open_output(path: str) -> TextIO:
 
 def _translate_with(args: argparse.Namespace, texts: Sequence[str]) -> list[str]:
     """Translate with the model and generation options of a subcommand's arguments."""
-    tokenizer, model = load_model(args.model, args.device)
+    tokenizer, model = _load(args)
     return translate_texts(
         tokenizer,
         model,
@@ -101,7 +114,7 @@ def _translate_with(args: argparse.Namespace, texts: Sequence[str]) -> list[str]
         batch_size=args.batch_size,
         num_beams=args.beam_size,
         max_new_tokens=args.max_new_tokens,
-        progress=not args.quiet,
+        progress=not args.quiet and sys.stderr.isatty(),
     )
 
 
@@ -250,7 +263,7 @@ def graph_gate_profile(
 
 def cmd_gates(args: argparse.Namespace) -> int:
     texts = [text for text in _read_lines(args.input) if text.strip()]
-    tokenizer, model = load_model(args.model, args.device)
+    tokenizer, model = _load(args)
     profile = graph_gate_profile(tokenizer, model, texts, args.length_buckets, args.batch_size)
     output = _open_output(args.json)
     try:
@@ -271,7 +284,15 @@ def _add_generation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam-size", type=int, default=None, help="default: the model's generation config")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
     parser.add_argument("--device", default=None, help="e.g. cpu, cuda; default: cuda when available")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (there is none off a terminal)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=DEFAULT_THREADS,
+        help=f"intra-op CPU threads (default {DEFAULT_THREADS}: measured fastest for translation on 2 cores)",
+    )
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="weights and compute dtype")
+    parser.add_argument("--attn-implementation", choices=["sdpa", "eager"], default=None, help="default: sdpa")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -340,10 +361,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _check_arguments(parser, args)
-    if getattr(args, "quiet", False):
+    if getattr(args, "quiet", False) or not sys.stderr.isatty():
         from transformers.utils import logging
 
         logging.disable_progress_bar()  # also the "Loading weights" bar
+    if getattr(args, "threads", None) is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be at least 1; got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
     return args.func(args)
 
 

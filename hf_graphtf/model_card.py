@@ -39,6 +39,10 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-").lower() or "corpus"
 
 
+#: stands for the Hub user in the usage code of a card written before any upload
+HUB_ID_PLACEHOLDER = "<your-hub-username>"
+
+
 def build_card_data(results: dict[str, Any], model_id: str) -> ModelCardData:
     """The card's YAML metadata, with a ``model-index`` entry per test score."""
     model, data = results["model"], results["data"]
@@ -90,6 +94,7 @@ def render_model_card(results: dict[str, Any], *, model_id: str) -> str:
         build_card_data(results, model_id),
         template_path=str(TEMPLATE_PATH),
         model_id=model_id,
+        model_id_is_placeholder=model_id.startswith(HUB_ID_PLACEHOLDER),
         model_name=model_id.split("/")[-1],
         family=model["family"],
         family_title=FAMILY_TITLES.get(model["family"], model["family"]),

@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # The main job: from a fresh machine to a trained and evaluated attention-link translation model.
 #
-#   bash recipes/run_main_job.sh                  # the full quickstart (about 15 minutes on 2 CPU cores)
-#   bash recipes/run_main_job.sh --max_steps 20   # extra flags override recipes/quickstart.yaml
+#   bash recipes/run_main_job.sh                        # the full quickstart (under 20 minutes on 2 CPU cores)
+#   bash recipes/run_main_job.sh --max_train_minutes 1  # extra flags override recipes/quickstart.yaml
 #
-# 1. installs what is missing: the SWORD Bible modules (Debian packages), PyTorch and this package
-#    (into the active virtualenv, or ./.venv, created if needed);
+# 1. installs what is missing: the SWORD Bible modules (Debian packages sword-text-sparv,
+#    sword-text-web, sword-text-kjv), PyTorch and this package (into the active virtualenv, or
+#    ./.venv, created if needed);
 # 2. builds the offline Bible es-en corpus in data/bible-es-en;
-# 3. trains recipes/quickstart.yaml into outputs/quickstart (running again resumes there;
-#    delete the folder to start over) and prints test BLEU/chrF and sample translations.
+# 3. trains recipes/quickstart.yaml into outputs/quickstart with PROCESSES data-parallel CPU
+#    processes of one thread each (default 2; running again resumes there within the same time
+#    budget; delete the folder to start over) and prints test BLEU/chrF and sample translations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CORPUS_DIR=${CORPUS_DIR:-data/bible-es-en}
 OUTPUT_DIR=${OUTPUT_DIR:-outputs/quickstart}
 SWORD_PACKAGES=(sword-text-sparv sword-text-web sword-text-kjv)
-# One intra-op thread per process: on the 2-core machine the quickstart was measured on, two threads
-# made a training step three times slower. Export OMP_NUM_THREADS to choose otherwise.
+# Two processes of one intra-op thread each: on the 2-core machine of recipes/benchmarks/RESULTS.md
+# ("Threads") that trained faster than one process with two threads, and one process with one.
+PROCESSES=${PROCESSES:-2}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export TOKENIZERS_PARALLELISM=false
 
@@ -36,8 +39,10 @@ if ((${#missing[@]})); then
     fi
     sudo=()
     [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    "${sudo[@]}" apt-get update
-    "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+    echo "installing ${missing[*]}"
+    "${sudo[@]}" apt-get -qq update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends "${missing[@]}" \
+        >/dev/null
 else
     echo "installed: ${SWORD_PACKAGES[*]}"
 fi
@@ -57,12 +62,19 @@ hf-graphtf build-corpus --output-dir "$CORPUS_DIR" >/dev/null
 wc -l "$CORPUS_DIR"/*.jsonl
 
 step "Training recipes/quickstart.yaml into $OUTPUT_DIR"
-python recipes/train_translation.py recipes/quickstart.yaml \
+if [ "$PROCESSES" -gt 1 ]; then
+    # --multi_gpu selects accelerate's multi-process launcher; the recipe's use_cpu makes it a gloo group
+    launch=(accelerate launch --multi_gpu --num_processes "$PROCESSES" --num_machines 1 --mixed_precision no
+        --dynamo_backend no)
+else
+    launch=(python)
+fi
+"${launch[@]}" recipes/train_translation.py recipes/quickstart.yaml \
     --corpus "$CORPUS_DIR" --output_dir "$OUTPUT_DIR" "$@"
 
 step "Translating with the saved model"
 sentence="En el principio creó Dios los cielos y la tierra."
 echo "$sentence"
-echo "$sentence" | hf-graphtf translate --model "$OUTPUT_DIR" --quiet
+echo "$sentence" | hf-graphtf translate --model "$OUTPUT_DIR" --threads 1 --quiet
 
 step "Done in $(($(date +%s) - start)) s: model, tokenizer, model card (README.md) and results.json in $OUTPUT_DIR"

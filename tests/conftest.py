@@ -35,3 +35,16 @@ def tiny_tokenizer():
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
     return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One visible line when the Bible data tests were skipped for want of the SWORD packages."""
+    from hf_graphtf.data.bible import APT_COMMAND, SwordModulesMissing, ensure_sword_modules
+
+    try:
+        ensure_sword_modules()
+    except SwordModulesMissing:
+        terminalreporter.write_line(
+            f"SWORD Bible modules not installed: the Bible corpus tests were skipped (install: {APT_COMMAND})",
+            yellow=True,
+        )

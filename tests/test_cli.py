@@ -45,7 +45,7 @@ def test_translate_reads_stdin_and_keeps_line_order(trained):
     assert result.returncode == 0, result.stderr[-3000:]
     outputs = result.stdout.split("\n")[:-1]
     assert len(outputs) == 3 and outputs[1] == ""
-    assert "Translating" in result.stderr  # tqdm progress goes to stderr, translations alone to stdout
+    assert "Translating" not in result.stderr and "Loading weights" not in result.stderr  # no bars off a terminal
 
     tokenizer, model = cli.load_model(str(trained.output_dir), "cpu")
     for line, output in zip(lines[::2], outputs[::2]):
@@ -140,3 +140,26 @@ def test_train_hands_its_arguments_to_the_recipe_parser(monkeypatch):
     monkeypatch.setattr(hf_graphtf.training, "main", lambda argv: seen.append(list(argv)))
     assert cli.main(["train", "recipe.yaml", "--max_steps", "3"]) == 0
     assert seen == [["recipe.yaml", "--max_steps", "3"]]
+
+
+def test_threads_dtype_and_attention_flags(trained, tmp_path, monkeypatch):
+    import torch
+
+    seen = {}
+    real_load = cli.load_model
+
+    def spy(name, device=None, dtype="fp32", attn_implementation=None):
+        tokenizer, model = real_load(name, device, dtype, attn_implementation)
+        seen.update(threads=torch.get_num_threads(), dtype=model.dtype, attn=model.config._attn_implementation)
+        return tokenizer, model
+
+    monkeypatch.setattr(cli, "load_model", spy)
+    (tmp_path / "in.txt").write_text("El rey dijo pan.\n", encoding="utf-8")
+    argv = ["translate", "--model", str(trained.output_dir), "--input", str(tmp_path / "in.txt")]
+    argv += ["--output", str(tmp_path / "out.txt"), "--max-new-tokens", "4", "--quiet"]
+    assert cli.main([*argv, "--threads", "2", "--dtype", "bf16", "--attn-implementation", "eager"]) == 0
+    assert seen == {"threads": 2, "dtype": torch.bfloat16, "attn": "eager"}
+    assert cli.main(argv) == 0
+    assert seen["threads"] == cli.DEFAULT_THREADS and seen["dtype"] == torch.float32
+    with pytest.raises(SystemExit):
+        cli.main([*argv, "--threads", "0"])

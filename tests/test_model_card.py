@@ -127,7 +127,11 @@ def test_trained_model_gets_a_card(tmp_path_factory):
     card = (run.output_dir / "README.md").read_text(encoding="utf-8")
     meta = _front_matter(card)
     assert meta["model-index"][0]["results"][0]["metrics"][0]["value"] == run.results["test"]["bleu"]
-    assert f'from_pretrained("{run.output_dir.name}", trust_remote_code=True)' in card
+    # not pushed: a placeholder user that a reader sees at once, and a line saying what to put there
+    assert f'from_pretrained("<your-hub-username>/{run.output_dir.name}", trust_remote_code=True)' in card
+    assert "replace `<your-hub-username>/" in card
+    assert "| steps trained | `4` |" in card and "| epochs trained |" in card
+    assert "`None`" not in card and "trained from scratch" in card
 
 
 def test_human_facing_template_is_the_packaged_one():

@@ -164,7 +164,8 @@ def test_bad_model_options_fail_when_the_recipe_is_read(tmp_path, overrides):
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
 def test_committed_recipes_parse_and_build_a_valid_config(path, tmp_path):
-    model_args, data_args, training_args = parse_recipe_args([str(path), "--output_dir", str(tmp_path)])
+    overrides = [] if torch.cuda.is_available() else ["--bf16", "false", "--tf32", "false"]  # GPU recipes
+    model_args, data_args, training_args = parse_recipe_args([str(path), "--output_dir", str(tmp_path), *overrides])
     config_class = {"marian": GraphMarianConfig, "bart": GraphBartConfig}[model_args.model_family]
     config_class(vocab_size=data_args.vocab_size, **model_args.size_options(), **model_args.graph_options())
     assert training_args.label_smoothing_factor == 0.1

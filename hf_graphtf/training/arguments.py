@@ -217,6 +217,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     )
 
     def __post_init__(self) -> None:
+        if self.disable_tqdm is None:  # progress bars on a terminal, one line per log event in a log file
+            self.disable_tqdm = not sys.stderr.isatty()
         super().__post_init__()
         if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
             raise ValueError(f"max_tokens_per_batch must be a positive number; got {self.max_tokens_per_batch}.")

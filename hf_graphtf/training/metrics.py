@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 #: what `DataCollatorForSeq2Seq` puts in padded label positions, and the Trainer in padded predictions
@@ -100,6 +101,20 @@ def bleu_by_length(
     return report
 
 
+_TOKENIZE_13A = Tokenizer13a()
+
+
+def has_repeated_token(text: str, times: int = 4) -> bool:
+    """True when one token (BLEU's 13a tokenization) occurs ``times`` or more times in a row ("been been been been")."""
+    run, previous = 0, None
+    for token in _TOKENIZE_13A(text).split():
+        run = run + 1 if token == previous else 1
+        if run >= times:
+            return True
+        previous = token
+    return False
+
+
 def translation_report(
     sources: Sequence[str],
     hypotheses: Sequence[str],
@@ -111,6 +126,9 @@ def translation_report(
     report["sentences"] = len(hypotheses)
     report["references_per_sentence"] = max(len(refs) for refs in references)
     report["bleu_by_length"] = bleu_by_length(sources, hypotheses, references, edges)
+    # the degenerate output of an undertrained model: the share of translations that stutter
+    repeated = sum(has_repeated_token(hypothesis) for hypothesis in hypotheses)
+    report["repeated_token_outputs"] = round(repeated / max(len(hypotheses), 1), 4)
     return report
 
 

@@ -29,16 +29,18 @@ from transformers import (
     TrainerCallback,
     set_seed,
 )
+from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import logging
 
 from ..configuration import GraphBartConfig, GraphMarianConfig
 from ..data import HUB_CORPORA, load_parallel_corpus
-from ..model_card import write_model_card
+from ..model_card import HUB_ID_PLACEHOLDER, write_model_card
 from ..tokenization import train_joint_tokenizer
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments, parse_recipe_args
 from .batching import TokenBatchSampler
 from .budget import TrainingTimeBudget, trained_seconds_in
+from .log_lines import LogLines
 from .metrics import build_compute_metrics, decode_token_ids, translation_report
 from .pretrained import FAMILY_OF_MODEL_TYPE, load_pretrained_with_options
 
@@ -117,6 +119,9 @@ class TranslationTrainer(Seq2SeqTrainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.add_callback(_SamplerEpoch(self))
+        if self.args.disable_tqdm:
+            self.remove_callback(PrinterCallback)
+            self.add_callback(LogLines)
 
     def _get_train_sampler(self, train_dataset: Dataset | None = None):
         if self.args.max_tokens_per_batch is None:
@@ -190,6 +195,7 @@ def build_tokenizer(
                 tgt_lang=data_args.tgt_lang,
                 vocab_size=data_args.vocab_size,
                 model=data_args.tokenizer_model,
+                show_progress=not training_args.disable_tqdm,
             )
             tokenizer.save_pretrained(training_args.output_dir)
         else:
@@ -234,6 +240,10 @@ def build_model(
     generation.max_length = training_args.generation_max_length or data_args.max_target_length
     # the saved model translates like the test evaluation did
     generation.num_beams = training_args.test_num_beams or training_args.generation_num_beams or generation.num_beams
+    if model_args.model_name_or_path is None and generation.num_beams > 1:
+        # Beam search ends once num_beams hypotheses are finished, as in fairseq and Marian: an
+        # undertrained model's runaway beams otherwise run on to max_length and dominate decoding time.
+        generation.early_stopping = True
     return model
 
 
@@ -359,6 +369,7 @@ def run_record(
             "sizes": {name: getattr(model.config, name) for name in model_args.size_options()},
             "vocab_size": model.config.vocab_size,
             "license": model_args.license,
+            "base_model": model_args.model_name_or_path,
         },
         "data": {
             "corpus": data_args.corpus,
@@ -380,6 +391,13 @@ def run_record(
 def hub_repo_id(training_args: TranslationTrainingArguments) -> str:
     """The Hub repository named like the Trainer names it: ``hub_model_id`` or the output folder's name."""
     return training_args.hub_model_id or Path(training_args.output_dir).absolute().name
+
+
+def card_model_id(training_args: TranslationTrainingArguments) -> str:
+    """The id the card's usage code shows for a model not pushed: ``hub_model_id`` when it names a user,
+    else a placeholder user and the folder's name."""
+    repo = hub_repo_id(training_args)
+    return repo if "/" in repo else f"{HUB_ID_PLACEHOLDER}/{repo}"
 
 
 def create_hub_repo(training_args: TranslationTrainingArguments) -> str:
@@ -431,6 +449,9 @@ def run_translation(
         raise ValueError("nothing to do: set at least one of do_train, do_eval, do_predict.")
     logging.set_verbosity(training_args.get_process_log_level())
     datasets.utils.logging.set_verbosity(training_args.get_process_log_level())
+    if training_args.disable_tqdm:  # (off a terminal by default): no progress bars in a log file
+        datasets.disable_progress_bars()
+        logging.disable_progress_bar()
     set_seed(training_args.seed)
     push_to_hub, training_args.push_to_hub = training_args.push_to_hub, False
 
@@ -476,7 +497,7 @@ def run_translation(
             "distributed_type": trainer.accelerator.distributed_type.value,
             "epochs": trainer.state.epoch,
             "max_tokens_per_batch": training_args.max_tokens_per_batch,
-            "train_minutes": None if budget is None else round(budget.trained_seconds / 60, 2),
+            "train_minutes": None if budget is None else round(budget.trained_seconds / 60, 3),
             "stopped_by_time_budget": budget is not None and budget.stopped_at_step is not None,
         }
         if trainer.token_sampler is not None:
@@ -489,7 +510,7 @@ def run_translation(
         results.update(test_results)
 
     if trainer.is_world_process_zero():
-        repo_id = create_hub_repo(training_args) if push_to_hub else hub_repo_id(training_args)
+        repo_id = create_hub_repo(training_args) if push_to_hub else card_model_id(training_args)
         if push_to_hub:
             results["hub_repo_id"] = repo_id
         write_outputs(training_args.output_dir, results, hypotheses)
@@ -511,6 +532,9 @@ def format_summary(results: dict[str, Any], output_dir: str) -> str:
                 f"{title}: BLEU {report['bleu']}  chrF {report['chrf']}  "
                 f"({report['sentences']} sentences, {report['references_per_sentence']} reference(s) per sentence)"
             )
+    if "test" in results:
+        share = results["test"]["repeated_token_outputs"]
+        lines.append(f"Translations with a word repeated 4+ times in a row: {share:.1%}")
     if "test" in results:
         buckets = results["test"]["bleu_by_length"]
         lines.append(
