@@ -124,7 +124,7 @@ def _translate_with(args: argparse.Namespace, texts: Sequence[str]) -> list[str]
 def cmd_build_corpus(args: argparse.Namespace) -> int:
     from .data import build_bible_corpus
 
-    summary = build_bible_corpus(args.output_dir, force=args.force, books=args.books)
+    summary = build_bible_corpus(args.output_dir, force=args.force, books=args.books, progress=sys.stderr.isatty())
     print(json.dumps(summary, indent=2, ensure_ascii=False, default=str))
     return 0
 

@@ -123,13 +123,13 @@ def test_build_corpus_calls_the_builder(tmp_path, monkeypatch, capsys):
 
     calls = []
 
-    def fake_builder(output_dir, *, force=False, books=None):
-        calls.append((output_dir, force, books))
+    def fake_builder(output_dir, *, force=False, books=None, progress=True):
+        calls.append((output_dir, force, books, progress))
         return {"splits": {"train": {"pairs": 3}}}
 
     monkeypatch.setattr(hf_graphtf.data, "build_bible_corpus", fake_builder, raising=False)
     assert cli.main(["build-corpus", "--output-dir", str(tmp_path), "--force", "--books", "Ruth"]) == 0
-    assert calls == [(str(tmp_path), True, ["Ruth"])]
+    assert calls == [(str(tmp_path), True, ["Ruth"], False)]  # no progress bar off a terminal
     assert json.loads(capsys.readouterr().out)["splits"]["train"]["pairs"] == 3
 
 
