@@ -15,8 +15,9 @@ from typing import Any, TextIO
 
 DEFAULT_CORPUS_DIR = "data/bible-es-en"
 DEFAULT_BUCKETS = (10, 20, 30, 40, 50)
-#: translation on the 2-core machine of recipes/benchmarks/RESULTS.md ("Threads") was fastest with one thread
-DEFAULT_THREADS = 1
+#: None keeps torch's default (one intra-op thread per core): on the 2-core machine of
+#: recipes/benchmarks/RESULTS.md ("Threads"), beam-5 translation was about 10% faster with two threads than one
+DEFAULT_THREADS = None
 
 
 # --------------------------------------------------------------------------- model loading and translation
@@ -289,7 +290,7 @@ def _add_generation_options(parser: argparse.ArgumentParser) -> None:
         "--threads",
         type=int,
         default=DEFAULT_THREADS,
-        help=f"intra-op CPU threads (default {DEFAULT_THREADS}: measured fastest for translation on 2 cores)",
+        help="intra-op CPU threads (default: torch's, one per core; measured fastest for translation on 2 cores)",
     )
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="weights and compute dtype")
     parser.add_argument("--attn-implementation", choices=["sdpa", "eager"], default=None, help="default: sdpa")

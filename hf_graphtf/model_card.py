@@ -85,6 +85,13 @@ def build_card_data(results: dict[str, Any], model_id: str) -> ModelCardData:
     )
 
 
+def _shown_training_args(training: dict[str, Any]) -> dict[str, Any]:
+    """The hyperparameters that applied: token-based batches replace the sentence batch size."""
+    if training.get("max_tokens_per_batch"):
+        return {name: value for name, value in training.items() if name != "per_device_train_batch_size"}
+    return training
+
+
 def render_model_card(results: dict[str, Any], *, model_id: str) -> str:
     """The card's full text for the run described by ``results`` (the content of results.json)."""
     model, data = results["model"], results["data"]
@@ -104,7 +111,7 @@ def render_model_card(results: dict[str, Any], *, model_id: str) -> str:
         data=data,
         src_lang=data["src_lang"],
         tgt_lang=data["tgt_lang"],
-        training=results["training"],
+        training=_shown_training_args(results["training"]),
         train=results.get("train"),
         test=results.get("test"),
         test_multi_reference=results.get("test_multi_reference"),

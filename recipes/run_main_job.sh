@@ -75,6 +75,6 @@ fi
 step "Translating with the saved model"
 sentence="En el principio creó Dios los cielos y la tierra."
 echo "$sentence"
-echo "$sentence" | hf-graphtf translate --model "$OUTPUT_DIR" --threads 1 --quiet
+echo "$sentence" | hf-graphtf translate --model "$OUTPUT_DIR" --threads 2 --quiet
 
 step "Done in $(($(date +%s) - start)) s: model, tokenizer, model card (README.md) and results.json in $OUTPUT_DIR"

@@ -154,3 +154,10 @@ def test_hub_corpora_are_named_by_their_hub_id(tmp_path):
     results = copy.deepcopy(RESULTS)
     results["data"]["hub_dataset"] = "wmt/wmt14"
     assert _front_matter(render_model_card(results, model_id="m"))["datasets"] == ["wmt/wmt14"]
+
+
+def test_token_batched_run_shows_its_token_budget_not_a_sentence_batch_size():
+    results = copy.deepcopy(RESULTS)
+    results["training"].update(per_device_train_batch_size=8, max_tokens_per_batch=1200)
+    card = render_model_card(results, model_id="someone/bible-al")
+    assert "| `max_tokens_per_batch` | `1200` |" in card and "per_device_train_batch_size" not in card

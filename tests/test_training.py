@@ -268,7 +268,8 @@ def test_transformers_inverse_sqrt_is_the_papers_schedule():
 def test_two_process_cpu_run_with_accelerate(tmp_path):
     """Data-parallel training on CPU (gloo) through `accelerate launch`."""
     corpus = write_tiny_corpus(tmp_path / "corpus")
-    recipe = write_recipe(tmp_path / "recipe.yaml", tiny_recipe(corpus, tmp_path / "out", max_steps=2, save_steps=2))
+    recipe = tiny_recipe(corpus, tmp_path / "out", max_steps=2, save_steps=2, max_tokens_per_batch=120)
+    recipe = write_recipe(tmp_path / "recipe.yaml", recipe)  # token batches: each process its own share
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     # --multi_gpu selects the torchrun launcher; with use_cpu (set by the recipe) the processes join a gloo group.
     command = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
@@ -279,6 +280,7 @@ def test_two_process_cpu_run_with_accelerate(tmp_path):
     assert results["training"]["world_size"] == 2
     assert results["train"]["distributed_type"] == "MULTI_CPU"
     assert results["train"]["global_step"] == 2
+    assert results["train"]["max_tokens_per_batch"] == 120 and results["train"]["batches_per_epoch"] > 4
     assert "bleu" in results["test"]
     assert result.stdout.count("Model, tokenizer, card") == 1  # only the main process reports
 
