@@ -27,7 +27,7 @@ class TrainingTimeBudget(TrainerCallback, ExportableState):
         if not max_minutes > 0:
             raise ValueError(f"max_train_minutes must be a positive number of minutes; got {max_minutes!r}.")
         self.max_minutes = max_minutes
-        self.trained_seconds = trained_seconds  # before this run started
+        self.trained_seconds = trained_seconds  # so far, over this run and the runs it resumes
         self.stopped_at_step: int | None = None
         self._started: float | None = None
         self._before_this_run = trained_seconds
