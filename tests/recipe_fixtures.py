@@ -11,6 +11,7 @@ import os
 import random
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,21 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRAIN_SCRIPT = REPO_ROOT / "recipes" / "train_translation.py"
+
+# The start of a script run in a fresh interpreter, outside the repository: `import hf_graphtf` is made impossible.
+BLOCK_PACKAGE = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class BlockPackage(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_graphtf" or name.startswith("hf_graphtf."):
+                raise ImportError("hf_graphtf is blocked in this test")
+            return None
+
+    sys.meta_path.insert(0, BlockPackage())
+    """
+)
 
 _LEXICON = {
     "el": "the",

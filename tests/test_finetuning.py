@@ -8,6 +8,7 @@ import textwrap
 import pytest
 import torch
 from recipe_fixtures import (
+    BLOCK_PACKAGE,
     REPO_ROOT,
     one_thread,  # noqa: F401  (autouse fixture)
     run_python,
@@ -99,11 +100,9 @@ def test_recipe_fine_tunes_saves_and_reloads_with_and_without_the_package(stand_
     with torch.no_grad():
         expected = reloaded(**inputs, decoder_input_ids=inputs["input_ids"][:, :3]).logits
     torch.save({"inputs": dict(inputs), "expected": expected}, tmp_path / "io.pt")
-    script = textwrap.dedent(
+    script = BLOCK_PACKAGE + textwrap.dedent(
         """
-        import sys, torch
-        sys.meta_path.insert(0, type("Block", (), {"find_spec": staticmethod(
-            lambda name, *a: (_ for _ in ()).throw(ImportError(name)) if name.startswith("hf_graphtf") else None)})())
+        import torch
         from transformers import AutoModelForSeq2SeqLM
         folder, io_file = sys.argv[1:3]
         data = torch.load(io_file)

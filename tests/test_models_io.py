@@ -11,26 +11,13 @@ import textwrap
 import pytest
 import torch
 from model_matrix import FAMILIES, OPTION_MATRIX, source_batch, target_batch, tiny_model
+from recipe_fixtures import BLOCK_PACKAGE
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
 
 from hf_graphtf import TranslationPipeline
 
 IO_MATRIX = ["vanilla", "al-both-cum", "graph-half-shared-self_gate", "graph-gate+al-dec-cum"]
 
-# The start of a script run in a fresh interpreter, outside the repository: `import hf_graphtf` is made impossible.
-BLOCK_PACKAGE = textwrap.dedent(
-    """
-    import importlib.abc, sys
-
-    class BlockPackage(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_graphtf" or name.startswith("hf_graphtf."):
-                raise ImportError("hf_graphtf is blocked in this test")
-            return None
-
-    sys.meta_path.insert(0, BlockPackage())
-    """
-)
 
 REMOTE_LOAD_SCRIPT = BLOCK_PACKAGE + textwrap.dedent(
     """

@@ -13,6 +13,7 @@ import pytest
 import sacrebleu
 import torch
 from recipe_fixtures import (
+    BLOCK_PACKAGE,
     REPO_ROOT,
     TRAIN_SCRIPT,
     one_thread,  # noqa: F401  (autouse fixture)
@@ -288,15 +289,9 @@ def test_two_process_cpu_run_with_accelerate(tmp_path):
 # --------------------------------------------------------------------------- Hub upload
 
 
-_BLOCKED_LOAD = """
-import importlib.abc, sys
-
-class BlockPackage(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "hf_graphtf" or name.startswith("hf_graphtf."):
-            raise ImportError("hf_graphtf is blocked in this test")
-
-sys.meta_path.insert(0, BlockPackage())
+_BLOCKED_LOAD = (
+    BLOCK_PACKAGE
+    + """
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 folder = sys.argv[1]
@@ -307,6 +302,7 @@ assert not any(name.startswith("hf_graphtf") for name in sys.modules)
 batch = tokenizer(["El rey dijo pan."], return_tensors="pt")
 print(type(model).__name__, model.config.attention_link, len(model.generate(**batch, max_new_tokens=4)[0]))
 """
+)
 
 
 def test_push_to_hub_uploads_a_folder_that_loads_without_the_package(tmp_path, monkeypatch):

@@ -88,12 +88,5 @@ class TokenBatchSampler(BatchRebalanceSampler):
         for index in mine:
             yield list(self.batches[index])
 
-    def padding_report(self, source_lengths: Sequence[int], target_lengths: Sequence[int]) -> dict[str, float]:
-        """Real and padded target tokens over all batches, and the fraction of the padded ones that is padding."""
-        real = sum(target_lengths[i] for batch in self.batches for i in batch)
-        padded = sum(len(batch) * max(target_lengths[i] for i in batch) for batch in self.batches)
-        padding = 1 - real / padded
-        return {"batches": len(self.batches), "real_tokens": real, "padded_tokens": padded, "padding": padding}
-
 
 __all__ = ["TokenBatchSampler", "token_batches"]
