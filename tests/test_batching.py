@@ -90,7 +90,7 @@ def _run(tmp_path, name, **overrides):
 def test_recipe_trains_one_epoch_of_token_batches(tmp_path):
     results = _run(tmp_path, "epoch", max_steps=-1, num_train_epochs=1)
     assert results["train"]["global_step"] == results["train"]["batches_per_epoch"] > 4
-    assert results["train"]["epochs"] == pytest.approx(1.0)
+    assert results["train"]["epoch"] == pytest.approx(1.0)
     assert results["training"]["max_tokens_per_batch"] == 120
 
 

@@ -281,7 +281,7 @@ def test_two_process_cpu_run_with_accelerate(tmp_path):
     assert results["training"]["world_size"] == 2
     assert results["train"]["distributed_type"] == "MULTI_CPU"
     assert results["train"]["global_step"] == 2
-    assert results["train"]["max_tokens_per_batch"] == 120 and results["train"]["batches_per_epoch"] > 4
+    assert results["training"]["max_tokens_per_batch"] == 120 and results["train"]["batches_per_epoch"] > 4
     assert "bleu" in results["test"]
     assert result.stdout.count("Model, tokenizer, card") == 1  # only the main process reports
 

@@ -495,8 +495,6 @@ def run_translation(
             "best_checkpoint": trainer.state.best_model_checkpoint,
             "resumed_from_checkpoint": checkpoint,
             "distributed_type": trainer.accelerator.distributed_type.value,
-            "epochs": trainer.state.epoch,
-            "max_tokens_per_batch": training_args.max_tokens_per_batch,
             "train_minutes": None if budget is None else round(budget.trained_seconds / 60, 3),
             "stopped_by_time_budget": budget is not None and budget.stopped_at_step is not None,
         }
