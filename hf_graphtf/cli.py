@@ -35,6 +35,9 @@ def load_model(
 
     import hf_graphtf  # noqa: F401  (registers graph_marian / graph_bart with the Auto classes)
 
+    from .model_files import check_model_source
+
+    check_model_source(name)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     tokenizer = AutoTokenizer.from_pretrained(name)
     model = AutoModelForSeq2SeqLM.from_pretrained(
@@ -95,10 +98,13 @@ def translate_texts(
 
 
 def _read_lines(path: str) -> list[str]:
-    if path == "-":
-        return [line.rstrip("\n") for line in sys.stdin]
-    with open(path, encoding="utf-8") as handle:
-        return [line.rstrip("\n") for line in handle]
+    """Lines of a UTF-8 file or of stdin (``-``), BOM dropped; other encodings are refused with the offset."""
+    from .data.text_files import read_text_lines
+
+    try:
+        return read_text_lines(path)
+    except FileNotFoundError:
+        raise SystemExit(f"error: {path}: no such file") from None
 
 
 def _open_output(path: str) -> TextIO:
@@ -372,7 +378,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    return args.func(args)
+    try:
+        if getattr(args, "model", None):
+            from .model_files import check_model_source
+
+            check_model_source(args.model)  # before any input is read or model loaded
+        return args.func(args)
+    except _user_errors() as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """Errors whose message says all a user needs (file, line, what to do): printed without a traceback."""
+    from .data.corpora import CorpusError
+    from .data.text_files import TextEncodingError
+    from .model_files import ModelFolderError
+
+    return (CorpusError, ModelFolderError, TextEncodingError)
 
 
 if __name__ == "__main__":

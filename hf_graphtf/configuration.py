@@ -70,6 +70,48 @@ def validate_graph_options(config: Any) -> None:
             )
 
 
+#: size fields that must be positive whole numbers
+POSITIVE_SIZE_FIELDS = (
+    "d_model",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+    "max_position_embeddings",
+)
+#: probabilities that must lie in [0, 1)
+RATE_FIELDS = ("dropout", "attention_dropout", "activation_dropout")
+
+
+def validate_sizes(config: Any) -> None:
+    """Raise a `ValueError` naming the field for sizes and rates the model cannot be built with.
+
+    Without it ``encoder_layers=-1`` builds (and saves) a model with no encoder layers, and zero
+    heads, a negative width or ``dropout=2.0`` fail deep inside torch, after the corpus is loaded
+    and a tokenizer trained. Fields the object does not have are skipped (``vocab_size`` is only
+    known once a tokenizer exists).
+    """
+    name = type(config).__name__
+    for field in (*POSITIVE_SIZE_FIELDS, "vocab_size"):
+        value = getattr(config, field, None)
+        if value is None and field == "vocab_size":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}.{field} must be a positive whole number; got {value!r}.")
+    for stack in ("encoder", "decoder"):
+        heads = getattr(config, f"{stack}_attention_heads")
+        if config.d_model % heads:
+            raise ValueError(
+                f"{name}.d_model ({config.d_model}) must be divisible by {stack}_attention_heads ({heads})."
+            )
+    for field in RATE_FIELDS:
+        value = getattr(config, field, 0.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise ValueError(f"{name}.{field} must be a probability in [0, 1); got {value!r}.")
+
+
 class GraphOptionsMixin:
     """Option handling shared by `GraphMarianConfig` and `GraphBartConfig`."""
 
@@ -77,6 +119,7 @@ class GraphOptionsMixin:
     vanilla_model_type: ClassVar[str]
 
     def _finish_graph_options(self) -> None:
+        validate_sizes(self)
         validate_graph_options(self)
 
     @property
@@ -171,4 +214,4 @@ class GraphBartConfig(GraphOptionsMixin, BartConfig):
         self._finish_graph_options()
 
 
-__all__ = ["GraphBartConfig", "GraphMarianConfig", "validate_graph_options", "GRAPH_OPTION_DEFAULTS"]
+__all__ = ["GraphBartConfig", "GraphMarianConfig", "validate_graph_options", "validate_sizes", "GRAPH_OPTION_DEFAULTS"]

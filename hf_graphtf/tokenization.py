@@ -9,6 +9,7 @@ the original spacing.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
@@ -87,6 +88,52 @@ def _build_tokenizer(model: str, vocab_size: int, show_progress: bool) -> tuple[
     return tokenizer, trainer
 
 
+def _with_stable_ids(tokenizer: Tokenizer) -> Tokenizer:
+    """The trained tokenizer with scores and ids that depend only on the corpus.
+
+    The unigram trainer sums scores and adds the required characters it did not select in hash-map
+    order, which changes from one process to the next: scores differ in their last bits, the added
+    characters get the scores ``min_score + k * 1e-4`` in a different order, and pieces of equal score
+    get different ids. Two runs of one recipe then encode sentences differently and train different
+    models. Here scores are rounded to 1e-6 (far below any difference that decides a segmentation),
+    the added characters take their scores in character order, and pieces are sorted by score with
+    ties broken by the piece itself. BPE ids follow the merge order, which is already fixed.
+    """
+    state = json.loads(tokenizer.to_str())
+    model = state["model"]
+    if model["type"] != "Unigram":
+        return tokenizer
+    specials = model["vocab"][: len(SPECIAL_TOKENS)]
+    pieces = [[piece, round(score, _SCORE_DECIMALS)] for piece, score in model["vocab"][len(SPECIAL_TOKENS) :]]
+    added = _added_characters(pieces)
+    scores = sorted((pieces[i][1] for i in added), reverse=True)
+    characters = sorted(pieces[i][0] for i in added)
+    for i, character, score in zip(added, characters, scores):
+        pieces[i] = [character, score]
+    model["vocab"] = specials + sorted(pieces, key=lambda entry: (-entry[1], entry[0]))
+    return Tokenizer.from_str(json.dumps(state))
+
+
+_SCORE_DECIMALS = 6
+_ADDED_SCORE_STEP = 1e-4  # the trainer's penalty step for the required characters it adds
+
+
+def _added_characters(pieces: list[list[Any]]) -> list[int]:
+    """Positions of the single characters whose scores lie on the trainer's grid of added characters,
+    ``min_score + k * 1e-4``. A trained character that happens to lie on it is included too, which
+    keeps the result a function of the pieces and their rounded scores alone."""
+    if not pieces:
+        return []
+    lowest = min(score for _, score in pieces)
+    top = lowest + _ADDED_SCORE_STEP * len(pieces)
+    found = []
+    for i, (piece, score) in enumerate(pieces):
+        steps = (score - lowest) / _ADDED_SCORE_STEP
+        if len(piece) == 1 and score <= top and abs(steps - round(steps)) < 0.01:
+            found.append(i)
+    return found
+
+
 def train_joint_tokenizer(
     texts_or_dataset: Iterable[str] | Any,
     *,
@@ -112,6 +159,7 @@ def train_joint_tokenizer(
     tokenizer.train_from_iterator(
         iter_corpus_texts(texts_or_dataset, src_lang=src_lang, tgt_lang=tgt_lang), trainer=trainer
     )
+    tokenizer = _with_stable_ids(tokenizer)
     ids = [tokenizer.token_to_id(token) for token in SPECIAL_TOKENS]
     if ids != list(range(len(SPECIAL_TOKENS))):
         raise RuntimeError(f"special tokens got ids {ids}, expected {list(range(len(SPECIAL_TOKENS)))}")

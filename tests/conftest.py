@@ -38,7 +38,17 @@ def tiny_tokenizer():
 
 
 def pytest_terminal_summary(terminalreporter):
-    """One visible line when the Bible data tests were skipped for want of the SWORD packages."""
+    """A count of the fault battery's cases, and one visible line when the Bible data tests were
+    skipped for want of the SWORD packages."""
+    reports = [
+        report
+        for outcome in ("passed", "failed", "error")
+        for report in terminalreporter.stats.get(outcome, [])
+        if getattr(report, "when", "call") == "call" and "faults" in getattr(report, "keywords", {})
+    ]
+    if reports:
+        handled = sum(report.passed for report in reports)
+        terminalreporter.write_line(f"fault battery: {len(reports)} faults tried, {handled} handled")
     from hf_graphtf.data.bible import APT_COMMAND, SwordModulesMissing, ensure_sword_modules
 
     try:

@@ -28,12 +28,14 @@ import os
 import re
 import sys
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hf_graphtf.data.align import AlignedVerse, align_chapter, english_content_words
+from hf_graphtf.data.fingerprints import fingerprint_bytes, fingerprint_mismatch, read_meta
 from hf_graphtf.data.osis import CaseModel, WordJoiner, clean_osis, strongs_numbers
 from hf_graphtf.data.splits import SPLIT_NAMES, drop_seen_sources, split_by_chapter, stable_subset
 
@@ -347,9 +349,10 @@ def build_bible_corpus(
     selected = _select_books(books)
     meta_path = output / "meta.json"
     if not force and all((output / name).is_file() for name in OUTPUT_FILES):
-        existing = json.loads(meta_path.read_text(encoding="utf-8"))
-        if existing.get("books") == selected and existing.get("format_version") == FORMAT_VERSION:
-            return existing
+        reason = _reuse_problem(output, selected)
+        if reason is None:
+            return read_meta(output)
+        warnings.warn(f"rebuilding the corpus in {output}: {reason}", stacklevel=2)
 
     path = ensure_sword_modules(sword_path)
     bibles = _open_bibles(path)
@@ -408,10 +411,32 @@ def build_bible_corpus(
         },
     }
     output.mkdir(parents=True, exist_ok=True)
+    meta["files"] = {}
     for name in ("train", "train_10k", "valid", "test"):
-        _write_atomic(output / f"{name}.jsonl", _jsonl(outputs[name]))
+        content = _jsonl(outputs[name])
+        _write_atomic(output / f"{name}.jsonl", content)
+        meta["files"][f"{name}.jsonl"] = fingerprint_bytes(content.encode("utf-8"))
     _write_atomic(meta_path, json.dumps(meta, ensure_ascii=False, indent=2) + "\n")
     return meta
+
+
+def _reuse_problem(output: Path, selected: list[str]) -> str | None:
+    """Why the corpus in ``output`` cannot be reused as is (None when it can): other books or format,
+    damaged metadata, or a file that no longer matches the line count and hash recorded for it."""
+    try:
+        existing = read_meta(output)
+    except ValueError as error:
+        return str(error)
+    if existing.get("books") != selected or existing.get("format_version") != FORMAT_VERSION:
+        return "it was built with other books or an older format"
+    files = existing.get("files")
+    if not isinstance(files, dict) or set(files) != {name for name in OUTPUT_FILES if name != "meta.json"}:
+        return "its meta.json records no file fingerprints (built by an older version)"
+    for name, recorded in files.items():
+        mismatch = fingerprint_mismatch(output / name, recorded)
+        if mismatch:
+            return mismatch
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,6 +18,9 @@ from typing import Any
 
 import datasets
 
+from .fingerprints import META_FILE, fingerprint_mismatch, read_meta
+from .text_files import TextEncodingError, read_text_lines
+
 __all__ = [
     "HUB_CORPORA",
     "CorpusError",
@@ -52,17 +55,13 @@ class CorpusFileNotFound(CorpusError, FileNotFoundError):
 
 
 def _read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file without line terminators; a final newline adds no line."""
+    """Lines of a UTF-8 text file (BOM dropped) without line terminators; a final newline adds no line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return read_text_lines(path)
     except FileNotFoundError:
         raise CorpusFileNotFound(f"{path}: no such file") from None
-    except UnicodeDecodeError as error:
-        raise CorpusError(f"{path}: not valid UTF-8 ({error})") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    except TextEncodingError as error:
+        raise CorpusError(str(error)) from None
 
 
 def read_text_pairs(prefix: str | os.PathLike[str], *, src_lang: str, tgt_lang: str) -> Rows:
@@ -124,6 +123,50 @@ def read_tsv_pairs(path: str | os.PathLike[str], *, src_lang: str, tgt_lang: str
     return {"translation": pairs}
 
 
+_JSON_ARRAY_HINT = (
+    '; expected JSON Lines: one object per line, {"translation": {"<src>": ..., "<tgt>": ...}}, '
+    "not one JSON array of them"
+)
+_JSON_KINDS = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+}
+
+
+def _json_kind(value: Any) -> str:
+    return "null" if value is None else _JSON_KINDS.get(type(value), type(value).__name__)
+
+
+def _check_extra_columns(record: dict[str, Any], first_seen: dict[str, tuple[str, int]], path: Path, number: int):
+    """Columns besides ``translation`` hold one kind of value on every line (``datasets`` needs one
+    type per column), and ``references`` maps languages to lists of strings."""
+    for column, value in record.items():
+        if column == "translation" or value is None:
+            continue
+        kind = _json_kind(value)
+        earlier = first_seen.setdefault(column, (kind, number))
+        if earlier[0] != kind:
+            raise CorpusError(
+                f"{path}, line {number}: {column!r} is {kind} here but {earlier[0]} on line {earlier[1]}; "
+                "a column holds one kind of value on every line"
+            )
+    references = record.get("references")
+    if references is not None and not (
+        isinstance(references, dict)
+        and all(
+            isinstance(texts, list) and all(isinstance(text, str) for text in texts) for texts in references.values()
+        )
+    ):
+        raise CorpusError(
+            f"{path}, line {number}: 'references' must be an object of language -> list of sentences, "
+            f'e.g. {{"en": ["...", "..."]}}'
+        )
+
+
 def read_jsonl_pairs(path: str | os.PathLike[str], *, src_lang: str, tgt_lang: str) -> Rows:
     """Read JSON lines with a ``translation`` object holding both languages.
 
@@ -131,13 +174,17 @@ def read_jsonl_pairs(path: str | os.PathLike[str], *, src_lang: str, tgt_lang: s
     """
     path = Path(path)
     records = []
+    first_seen: dict[str, tuple[str, int]] = {}
     for number, line in enumerate(_read_lines(path), start=1):
         if not line.strip():
             raise CorpusError(f"{path}, line {number}: empty line")
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise CorpusError(f"{path}, line {number}: invalid JSON ({error.msg})") from None
+            hint = _JSON_ARRAY_HINT if number == 1 and line.lstrip().startswith("[") else ""
+            raise CorpusError(f"{path}, line {number}: invalid JSON ({error.msg}){hint}") from None
+        if isinstance(record, list):
+            raise CorpusError(f"{path}, line {number}: a JSON array{_JSON_ARRAY_HINT}")
         if not isinstance(record, dict) or "translation" not in record:
             raise CorpusError(f"{path}, line {number}: no 'translation' column")
         translation = record["translation"]
@@ -152,6 +199,7 @@ def read_jsonl_pairs(path: str | os.PathLike[str], *, src_lang: str, tgt_lang: s
             if not isinstance(translation[lang], str) or not translation[lang].strip():
                 raise CorpusError(f"{path}, line {number}: empty or non-text {lang} translation")
         record["translation"] = {src_lang: translation[src_lang], tgt_lang: translation[tgt_lang]}
+        _check_extra_columns(record, first_seen, path, number)
         records.append(record)
     shared = set.intersection(*(set(record) for record in records)) if records else {"translation"}
     columns = [column for column in records[0] if column in shared] if records else ["translation"]
@@ -180,17 +228,38 @@ def _read_local(path: Path, *, src_lang: str, tgt_lang: str) -> Rows:
     raise CorpusError(f"{path}: unknown corpus format (expected .jsonl, .tsv or a {{prefix}}.{{lang}} pair)")
 
 
-def _directory_splits(directory: Path, *, src_lang: str, tgt_lang: str) -> dict[str, Path | str]:
-    """Split name -> file (JSONL/TSV) or text-pair prefix, found in ``directory``."""
-    splits: dict[str, Path | str] = {}
+def _directory_splits(directory: Path, *, src_lang: str, tgt_lang: str) -> dict[str, Path | str | list[Path | str]]:
+    """Split name -> file (JSONL/TSV) or text-pair prefix found in ``directory`` (a list when several)."""
+    candidates: dict[str, list[Path | str]] = {}
     for path in sorted(directory.iterdir()):
         if path.suffix.lower() in (".jsonl", ".tsv") and path.is_file():
-            splits.setdefault(path.stem, path)
+            candidates.setdefault(path.stem, []).append(path)
     for path in sorted(directory.glob(f"*.{src_lang}")):
         stem = path.name[: -len(src_lang) - 1]
-        if stem not in splits and (directory / f"{stem}.{tgt_lang}").is_file():
-            splits[stem] = str(directory / stem)
-    return splits
+        if (directory / f"{stem}.{tgt_lang}").is_file():
+            candidates.setdefault(stem, []).append(str(directory / stem))
+    return {stem: found[0] if len(found) == 1 else found for stem, found in candidates.items()}
+
+
+def _unambiguous(name: str, location: Path | str | list[Path | str], src_lang: str, tgt_lang: str) -> Path | str:
+    """The one file (or text-pair prefix) of a split, or an error naming all of them."""
+    if not isinstance(location, list):
+        return location
+    shown = ", ".join(
+        str(found) if isinstance(found, Path) else f"{found}.{src_lang} + {found}.{tgt_lang}" for found in location
+    )
+    raise CorpusError(f"split {name!r} is given by more than one file ({shown}): keep one, so that none is ignored")
+
+
+def _recorded_fingerprints(directory: Path) -> dict[str, dict[str, Any]]:
+    """File name -> fingerprint recorded by ``build-corpus`` in the folder's meta.json (empty if none)."""
+    if not (directory / META_FILE).is_file():
+        return {}
+    try:
+        files = read_meta(directory).get("files")
+    except ValueError as error:
+        raise CorpusError(str(error)) from None
+    return files if isinstance(files, dict) else {}
 
 
 def _load_directory(
@@ -207,8 +276,17 @@ def _load_directory(
         if wanted is None:
             raise CorpusError(f"{directory}: no split {split!r} (available: {sorted(found)})")
         found = {wanted: found[wanted]}
+    recorded = _recorded_fingerprints(directory)
     loaded = {}
     for name, location in found.items():
+        location = _unambiguous(name, location, src_lang, tgt_lang)
+        if isinstance(location, Path) and location.name in recorded:
+            mismatch = fingerprint_mismatch(location, recorded[location.name])
+            if mismatch:
+                raise CorpusError(
+                    f"{mismatch}: the file was changed or cut short after the corpus was built; rebuild it "
+                    f"(hf-graphtf build-corpus --output-dir {directory}) or remove {directory / META_FILE}"
+                )
         if isinstance(location, Path):
             rows = _read_local(location, src_lang=src_lang, tgt_lang=tgt_lang)
         else:

@@ -23,6 +23,7 @@ from ..configuration import (
     ATTENTION_LINK_MODES,
     GRAPH_FUSIONS,
     validate_graph_options,
+    validate_sizes,
 )
 
 MODEL_FAMILIES = ("marian", "bart")
@@ -82,6 +83,8 @@ class ModelArguments:
             raise ValueError(f"model_family must be one of {MODEL_FAMILIES}; got {self.model_family!r}.")
         # The fields carry the config's names, so the config's own validation applies as is and a bad
         # option fails when the recipe is read, not after the corpus is loaded and a tokenizer trained.
+        if self.model_name_or_path is None:  # a saved model keeps its own sizes
+            validate_sizes(self)
         validate_graph_options(self)
 
     def graph_options(self) -> dict[str, Any]:
@@ -162,6 +165,15 @@ class DataArguments:
             raise ValueError(f"src_lang and tgt_lang must differ; both are {self.src_lang!r}.")
         if list(self.length_buckets) != sorted(set(self.length_buckets)) or min(self.length_buckets, default=1) < 1:
             raise ValueError(f"length_buckets must be increasing positive integers; got {self.length_buckets!r}.")
+        # 0 would silently switch truncation off; None or a negative number crash later in the tokenizer
+        for name in ("max_source_length", "max_target_length", "vocab_size", "num_sample_translations"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name.startswith("num") else 1):
+                raise ValueError(f"{name} must be a positive whole number; got {value!r}.")
+        for name in ("max_train_samples", "max_eval_samples", "max_test_samples", "pad_to_multiple_of"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive whole number or unset; got {value!r}.")
 
     @property
     def display_name(self) -> str:
@@ -208,6 +220,13 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "per_device_train_batch_size for training."
         },
     )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Start over: delete the checkpoints in output_dir instead of resuming from the newest one "
+            "(resuming refuses a recipe whose model options differ from the checkpoint's)."
+        },
+    )
     max_train_minutes: float | None = field(
         default=None,
         metadata={
@@ -220,6 +239,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         if self.disable_tqdm is None:  # progress bars on a terminal, one line per log event in a log file
             self.disable_tqdm = not sys.stderr.isatty()
         super().__post_init__()
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be a positive number; got {self.learning_rate}.")
+        if not 0.0 <= self.label_smoothing_factor < 1.0:
+            raise ValueError(f"label_smoothing_factor must lie in [0, 1); got {self.label_smoothing_factor}.")
+        for name in ("generation_max_length", "generation_num_beams", "test_num_beams"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be a positive whole number or unset; got {value}.")
         if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
             raise ValueError(f"max_tokens_per_batch must be a positive number; got {self.max_tokens_per_batch}.")
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
@@ -234,10 +261,50 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, TranslationTrainingArguments)
 
 
+def check_lengths(model_args: ModelArguments, data_args: DataArguments, training_args: TranslationTrainingArguments):
+    """Maximum lengths a fresh model can hold: a sentence longer than ``max_position_embeddings`` would
+    index past the position table (an IndexError in the middle of training, or of the test)."""
+    if model_args.model_name_or_path is not None:
+        return  # a saved model's own table is checked when it is loaded (`check_saved_model_lengths`)
+    limit = model_args.max_position_embeddings
+    for name, value in (
+        ("max_source_length", data_args.max_source_length),
+        ("max_target_length", data_args.max_target_length),
+        ("generation_max_length", training_args.generation_max_length),
+    ):
+        if value is not None and value > limit:
+            raise ValueError(
+                f"{name} ({value}) exceeds max_position_embeddings ({limit}): lower it or raise the other."
+            )
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that refuses a key given twice (plain YAML keeps the last, silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ValueError(
+                    f"{self.name}, line {key_node.start_mark.line + 1}: {key!r} is given twice "
+                    f"(first on line {seen[key]}); a recipe names each argument once."
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_recipe(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a recipe YAML file: a flat mapping of argument names to values."""
-    with open(path, encoding="utf-8") as handle:
-        recipe = yaml.safe_load(handle) or {}
+    """Read a recipe YAML file: a flat mapping of argument names to values, each named once."""
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            recipe = yaml.load(handle, Loader=_UniqueKeyLoader) or {}
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such recipe file") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (byte offset {error.start})") from None
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid YAML ({error})") from None
     if not isinstance(recipe, dict):
         kind = type(recipe).__name__
         raise ValueError(f"{path}: a recipe must be a mapping of argument names to values; got a {kind}.")
@@ -254,6 +321,11 @@ def parse_recipe_args(
     """
     parser = HfArgumentParser(ARGUMENT_CLASSES)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not argv[0].startswith("-") and not argv[0].endswith(RECIPE_SUFFIXES):
+        raise ValueError(
+            f"{argv[0]}: a recipe is a YAML file ({' or '.join(RECIPE_SUFFIXES)}); flags start with '--'. "
+            "A JSON or other file cannot be read as a recipe."
+        )
     if argv and argv[0].endswith(RECIPE_SUFFIXES):
         recipe_path = argv.pop(0)
         recipe = load_recipe(recipe_path)
@@ -262,4 +334,6 @@ def parse_recipe_args(
         if unknown:
             raise ValueError(f"{recipe_path}: unknown argument(s) {', '.join(unknown)}.")
         parser.set_defaults(**recipe)
-    return parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    check_lengths(model_args, data_args, training_args)
+    return model_args, data_args, training_args

@@ -16,6 +16,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
 from ..configuration import GRAPH_OPTION_DEFAULTS, GraphBartConfig, GraphMarianConfig, validate_graph_options
+from ..model_files import check_model_source
 from ..modeling_bart import GraphBartForConditionalGeneration
 from ..modeling_marian import GraphMarianMTModel
 
@@ -77,9 +78,11 @@ def load_pretrained_with_options(
     The weights load through the graph class's own ``from_pretrained``, so shapes are checked and the
     modules the options add are initialised (and listed in Transformers' "newly initialized" warning).
     """
+    check_model_source(source, weights=False)
     config_dict, _ = PretrainedConfig.get_config_dict(source)
     model_type = config_dict.get("model_type")
     family, config_class, model_class = checkpoint_family(model_type, source)
+    check_model_source(source)  # the weights, once the model type is known to be usable
     options = resolve_options(model_type, config_dict, requested, source)
     config = config_class.from_dict(config_dict, **options)  # no "model of type marian" warning: it is expected
     validate_graph_options(config)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
@@ -30,16 +31,26 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer_callback import PrinterCallback
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import rotate_checkpoints
 from transformers.utils import logging
 
 from ..configuration import GraphBartConfig, GraphMarianConfig
 from ..data import HUB_CORPORA, load_parallel_corpus
 from ..model_card import HUB_ID_PLACEHOLDER, write_model_card
+from ..model_files import check_model_source, weights_problem
 from ..tokenization import train_joint_tokenizer
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments, parse_recipe_args
 from .batching import TokenBatchSampler
 from .budget import TrainingTimeBudget, trained_seconds_in
+from .checkpoints import (
+    TRAINER_STATE_FILE,
+    checkpoint_problem,
+    newest_complete_checkpoint,
+    publish_checkpoint,
+    remove_checkpoints,
+    remove_staging,
+    staging_path,
+)
 from .log_lines import LogLines
 from .metrics import build_compute_metrics, decode_token_ids, translation_report
 from .pretrained import FAMILY_OF_MODEL_TYPE, load_pretrained_with_options
@@ -50,7 +61,7 @@ CONFIG_CLASSES = {"marian": GraphMarianConfig, "bart": GraphBartConfig}
 RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "test_predictions.txt"
 #: left out of the Hub upload: checkpoints, private files and the pickled training arguments
-HUB_IGNORE_PATTERNS = ["_*", "checkpoint-*", "runs/*", "training_args.bin"]
+HUB_IGNORE_PATTERNS = ["_*", "checkpoint-*", ".checkpoint-staging/*", "runs/*", "training_args.bin"]
 #: training hyperparameters recorded in results.json and shown in the model card
 RECORDED_TRAINING_ARGS = (
     "learning_rate",
@@ -138,6 +149,54 @@ class TranslationTrainer(Seq2SeqTrainer):
         )
         return self.token_sampler
 
+    _staging_root: str | None = None
+
+    def _get_output_dir(self, trial) -> str:
+        # while a checkpoint is being saved, the Trainer's writes go to the staging area
+        return self._staging_root or super()._get_output_dir(trial)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """The Trainer's checkpoint, written under ``.checkpoint-staging/`` and renamed into place once
+        every process has written its part (see `training.checkpoints`), then the old ones rotated."""
+        run_dir = self._get_output_dir(trial)
+        staged, final = staging_path(run_dir, self.state.global_step)
+        if self.args.should_save:
+            shutil.rmtree(staged, ignore_errors=True)  # left by a save interrupted at this same step
+        self.accelerator.wait_for_everyone()
+        self._staging_root = os.path.dirname(staged)
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._staging_root = None
+        self.accelerator.wait_for_everyone()
+        if self.args.should_save:
+            if self.state.best_model_checkpoint == staged:
+                self.state.best_model_checkpoint = final
+                self.state.save_to_json(os.path.join(staged, TRAINER_STATE_FILE))
+            publish_checkpoint(staged, final)
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
+        self.accelerator.wait_for_everyone()
+
+    def _issue_warnings_after_load(self, load_result) -> None:
+        """The Trainer's warning about keys missing from a loaded checkpoint, without the keys that
+        `save_pretrained` leaves out on purpose (tied embeddings and LM head, Marian's sinusoidal
+        positions): every resume and best-model reload otherwise warns that they are missing."""
+        model = self.accelerator.unwrap_model(self.model)
+        expected = set(getattr(model, "_keys_to_ignore_on_save", None) or ())
+        expected |= set(getattr(model, "all_tied_weights_keys", None) or {})
+        missing = [key for key in load_result.missing_keys if key not in expected]
+        if len(missing) < len(load_result.missing_keys):
+            model.tie_weights()
+        if missing:
+            logger.warning(f"There were missing keys in the checkpoint model loaded: {missing}.")
+        if load_result.unexpected_keys:
+            logger.warning(f"There were unexpected keys in the checkpoint model loaded: {load_result.unexpected_keys}.")
+
 
 class _SamplerEpoch(TrainerCallback):
     """Gives the token sampler its epoch at each epoch start, also where the Trainer's own ``set_epoch``
@@ -184,6 +243,7 @@ def build_tokenizer(
     """
     source = model_args.tokenizer_name_or_path or checkpoint or model_args.model_name_or_path
     if source is not None:
+        check_model_source(source, weights=False)
         return AutoTokenizer.from_pretrained(source)
     if train_split is None:
         raise ValueError("no tokenizer to use: set tokenizer_name_or_path or model_name_or_path, or train (do_train).")
@@ -283,12 +343,109 @@ def tokenize_splits(
 
 
 def find_resume_checkpoint(training_args: TranslationTrainingArguments) -> str | None:
-    """The checkpoint to resume from: the one asked for, else the last one in ``output_dir``."""
+    """The checkpoint to resume from: the one asked for, else the newest whole one in ``output_dir``.
+
+    Checkpoints left half-written by an interrupted save are removed (staging area) or skipped and
+    named (a ``checkpoint-N`` folder of an older version); ``overwrite_output_dir`` deletes them all
+    and starts over.
+    """
+    output_dir = training_args.output_dir
     if training_args.resume_from_checkpoint:
+        problem = checkpoint_problem(training_args.resume_from_checkpoint)
+        if problem is not None:
+            raise ValueError(f"cannot resume from {training_args.resume_from_checkpoint}: {problem}.")
         return training_args.resume_from_checkpoint
-    if training_args.do_train and os.path.isdir(training_args.output_dir):
-        return get_last_checkpoint(training_args.output_dir)
+    if not training_args.do_train or not os.path.isdir(output_dir):
+        return None
+    if training_args.overwrite_output_dir:
+        if training_args.process_index == 0:
+            removed = remove_checkpoints(output_dir)
+            if removed:
+                logger.warning(f"Starting over (overwrite_output_dir): removed {', '.join(removed)}.")
+        return None
+    if training_args.process_index == 0:
+        for path in remove_staging(output_dir):
+            logger.warning(f"Removed {path}: a checkpoint whose saving was interrupted.")
+    checkpoint, skipped = newest_complete_checkpoint(output_dir)
+    for path, problem in skipped:
+        logger.warning(f"Not resuming from {path}: {problem}.")
+    return checkpoint
+
+
+#: option fields that change nothing in the trained parameters' meaning (how the link is computed)
+_RUNTIME_OPTIONS = ("attention_link_kernel",)
+
+
+def check_resume_options(checkpoint: str, model_args: ModelArguments) -> None:
+    """Refuse to resume a checkpoint whose model differs from the recipe's, naming the fields.
+
+    Without this a recipe edited to ``attention_link: none`` would load the linked model's weights and
+    train on as vanilla, without a word (the link has no parameters to miss).
+    """
+    with open(os.path.join(checkpoint, "config.json"), encoding="utf-8") as handle:
+        saved = json.load(handle)
+    wanted: dict[str, Any] = {
+        name: value for name, value in model_args.graph_options().items() if name not in _RUNTIME_OPTIONS
+    }
+    if model_args.model_name_or_path is None:
+        wanted.update(model_args.size_options())
+    differing = [
+        f"{name} (checkpoint {saved.get(name)!r}, recipe {value!r})"
+        for name, value in wanted.items()
+        if saved.get(name, value) != value
+    ]
+    family = FAMILY_OF_MODEL_TYPE.get(saved.get("model_type"), (None,))[0]
+    if model_args.model_name_or_path is None and family != model_args.model_family:
+        differing.insert(0, f"model_family (checkpoint {family!r}, recipe {model_args.model_family!r})")
+    if differing:
+        raise ValueError(
+            f"{checkpoint} was trained with other model options than the recipe's: {'; '.join(differing)}. "
+            "Resume with the checkpoint's options, or start over with --overwrite_output_dir true "
+            "(deletes the checkpoints) or another output_dir."
+        )
+
+
+def finished_training(checkpoint: str, training_args: TranslationTrainingArguments) -> str | None:
+    """Why the run that wrote ``checkpoint`` had already finished training (None if it had not):
+    its step limit, its time budget or its early-stopping patience was used up."""
+    with open(os.path.join(checkpoint, TRAINER_STATE_FILE), encoding="utf-8") as handle:
+        state = json.load(handle)
+    if training_args.max_steps > 0 and state.get("global_step", 0) >= training_args.max_steps:
+        return f"max_steps {training_args.max_steps} reached"
+    budget = training_args.max_train_minutes
+    if budget is not None and trained_seconds_in(checkpoint) >= 60 * budget:
+        return f"the {budget:g}-minute training budget was spent"
+    stopping = state.get("stateful_callbacks", {}).get(EarlyStoppingCallback.__name__, {})
+    counter = (stopping.get("attributes") or {}).get("early_stopping_patience_counter", 0)
+    patience = training_args.early_stopping_patience
+    if patience is not None and counter >= patience:
+        return f"early stopping ({counter} evaluations without improvement)"
     return None
+
+
+def finished_model_dir(output_dir: str, checkpoint: str) -> str:
+    """The model a finished run left: the final save in ``output_dir`` (the best model when the run
+    reloaded it), else the best checkpoint the Trainer recorded, else ``checkpoint``."""
+    if os.path.isfile(os.path.join(output_dir, "config.json")) and weights_problem(output_dir) is None:
+        return output_dir
+    with open(os.path.join(checkpoint, TRAINER_STATE_FILE), encoding="utf-8") as handle:
+        best = json.load(handle).get("best_model_checkpoint")
+    return best if best and checkpoint_problem(best) is None else checkpoint
+
+
+def earlier_train_record(output_dir: str, checkpoint: str) -> dict[str, Any]:
+    """The ``train`` part of the finished run's results.json, or what its checkpoint records."""
+    try:
+        with open(os.path.join(output_dir, RESULTS_FILE), encoding="utf-8") as handle:
+            return json.load(handle)["train"]
+    except (OSError, ValueError, KeyError, TypeError):
+        with open(os.path.join(checkpoint, TRAINER_STATE_FILE), encoding="utf-8") as handle:
+            state = json.load(handle)
+        return {
+            "global_step": state.get("global_step"),
+            "best_checkpoint": state.get("best_model_checkpoint"),
+            "resumed_from_checkpoint": checkpoint,
+        }
 
 
 def reference_lists(split: Dataset, tgt_lang: str) -> tuple[list[list[str]], list[list[str]] | None]:
@@ -456,11 +613,27 @@ def run_translation(
     push_to_hub, training_args.push_to_hub = training_args.push_to_hub, False
 
     checkpoint = find_resume_checkpoint(training_args)
+    finished = None
     if checkpoint is not None:
-        logger.warning(f"Resuming training from {checkpoint}.")
+        check_resume_options(checkpoint, model_args)
+        finished = finished_training(checkpoint, training_args)
+        if finished is None:
+            logger.warning(f"Resuming training from {checkpoint}.")
+        else:
+            # Training again would add a step (or none) and overwrite results.json with a train loss of 0.
+            training_args.do_train = False
+            logger.warning(
+                f"Training in {training_args.output_dir} had already finished ({finished}): evaluating its "
+                "model again. To train anew, pass --overwrite_output_dir true or choose another output_dir."
+            )
     splits = load_splits(data_args, training_args)
     tokenizer = build_tokenizer(model_args, data_args, training_args, splits.get("train"), checkpoint)
-    model = build_model(model_args, data_args, training_args, tokenizer)
+    if finished is None:
+        model = build_model(model_args, data_args, training_args, tokenizer)
+    else:
+        model = AutoModelForSeq2SeqLM.from_pretrained(
+            finished_model_dir(training_args.output_dir, checkpoint), attn_implementation=model_args.attn_implementation
+        )
     tokenized = tokenize_splits(splits, tokenizer, data_args, training_args)
 
     all_callbacks = list(callbacks)
@@ -485,6 +658,8 @@ def run_translation(
 
     check_launch_engine(trainer)
     results = run_record(model, model_args, data_args, training_args)
+    if finished is not None:
+        results["train"] = earlier_train_record(training_args.output_dir, checkpoint)
     if training_args.do_train:
         train_output = trainer.train(resume_from_checkpoint=checkpoint)
         trainer.save_model()

@@ -1,0 +1,124 @@
+"""Checks on a saved model folder before Transformers reads it, so that a mistake gets a plain message.
+
+Without them a folder that does not exist reaches the Hub client ("Repo id must be in the form ...",
+23 frames deep), an empty folder makes `AutoTokenizer` ask for sentencepiece, and a weights file cut
+short by a crash or a full disk fails inside safetensors with no file name. `check_model_source`
+names the folder and what is wrong with it; `weights_problem` reads only each safetensors header,
+so the check costs microseconds, not a pass over the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+SAFETENSORS_FILE = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+PICKLE_FILE = "pytorch_model.bin"
+PICKLE_INDEX = "pytorch_model.bin.index.json"
+#: folders the FSDP (sharded state dict) and DeepSpeed engines write instead of whole-model files
+ENGINE_WEIGHT_PREFIXES = ("pytorch_model_fsdp", "global_step")
+
+
+class ModelFolderError(ValueError):
+    """A model folder that cannot be loaded as given; the message names the folder or file."""
+
+
+def safetensors_problem(path: str | os.PathLike[str]) -> str | None:
+    """What is wrong with a safetensors file (cut short, damaged header), or None."""
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        prefix = handle.read(8)
+        if len(prefix) < 8:
+            return f"{path}: damaged weights file ({size} bytes, not even a safetensors header)"
+        (header_length,) = struct.unpack("<Q", prefix)
+        if 8 + header_length > size:
+            return f"{path}: damaged weights file (cut short: {size} bytes, its header alone needs {8 + header_length})"
+        try:
+            header = json.loads(handle.read(header_length))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return f"{path}: damaged weights file (unreadable safetensors header)"
+    if not isinstance(header, dict):
+        return f"{path}: damaged weights file (unreadable safetensors header)"
+    ends = [
+        info["data_offsets"][1] for name, info in header.items() if name != "__metadata__" and isinstance(info, dict)
+    ]
+    needed = 8 + header_length + max(ends, default=0)
+    if size < needed:
+        return f"{path}: damaged weights file (cut short: {size} of {needed} bytes)"
+    return None
+
+
+def _index_problem(index_path: Path) -> str | None:
+    try:
+        weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        return f"{index_path}: unreadable weights index ({error})"
+    for shard in sorted(set(weight_map.values())):
+        shard_path = index_path.parent / shard
+        if not shard_path.is_file():
+            return f"{shard_path}: missing (listed in {index_path.name})"
+        if shard.endswith(".safetensors"):
+            problem = safetensors_problem(shard_path)
+            if problem:
+                return problem
+    return None
+
+
+def weights_problem(folder: str | os.PathLike[str]) -> str | None:
+    """Why the model weights in ``folder`` cannot be loaded (missing, cut short), or None."""
+    folder = Path(folder)
+    if (folder / SAFETENSORS_INDEX).is_file():
+        return _index_problem(folder / SAFETENSORS_INDEX)
+    if (folder / SAFETENSORS_FILE).is_file():
+        return safetensors_problem(folder / SAFETENSORS_FILE)
+    if (folder / PICKLE_INDEX).is_file():
+        return _index_problem(folder / PICKLE_INDEX)
+    if (folder / PICKLE_FILE).is_file():
+        return None
+    if any(path.name.startswith(ENGINE_WEIGHT_PREFIXES) for path in folder.iterdir()):
+        return None
+    return f"{folder}: no model weights ({SAFETENSORS_FILE} or {PICKLE_FILE})"
+
+
+def _looks_local(name: str) -> bool:
+    """Whether a name that exists nowhere was meant as a folder rather than a Hub id (``user/model``)."""
+    path = Path(name).expanduser()
+    if name.startswith((".", "/", "~")) or len(path.parts) > 2 or os.sep != "/" and os.sep in name:
+        return True
+    return len(path.parts) == 2 and path.parent.is_dir()  # outputs/quickstart where outputs/ exists
+
+
+def check_model_source(name: str | os.PathLike[str], *, weights: bool = True) -> None:
+    """Raise `ModelFolderError` when ``name`` is a local model folder that cannot be loaded.
+
+    Hub ids pass through unchanged (Transformers downloads or finds them in its cache). With
+    ``weights=False`` only the folder's existence and contents are checked (for loading a tokenizer).
+    """
+    text = os.fspath(name)
+    path = Path(text).expanduser()
+    if not path.exists():
+        if _looks_local(text):
+            raise ModelFolderError(f"{text}: no such model folder")
+        return
+    if not path.is_dir():
+        raise ModelFolderError(
+            f"{text}: a file, not a model folder (expected config.json, weights and tokenizer files)"
+        )
+    contents = sorted(entry.name for entry in path.iterdir())
+    if not contents:
+        raise ModelFolderError(f"{text}: the folder is empty (expected a saved model: config.json, weights, tokenizer)")
+    if not weights:
+        return  # a tokenizer folder needs no config.json
+    if "config.json" not in contents:
+        shown = ", ".join(contents[:8]) + (", ..." if len(contents) > 8 else "")
+        raise ModelFolderError(f"{text}: no config.json, so not a saved model folder (it holds {shown})")
+    problem = weights_problem(path)
+    if problem:
+        raise ModelFolderError(problem)
+
+
+__all__ = ["ModelFolderError", "check_model_source", "safetensors_problem", "weights_problem"]
