@@ -335,3 +335,28 @@ def test_cli_builds_a_book_subset(tmp_path, capsys):
 def test_unknown_book_names_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="unknown book"):
         build_bible_corpus(tmp_path, books=["Genesis"], progress=False)
+
+
+@needs_sword
+@pytest.mark.faults
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (lambda folder: _cut(folder / "train.jsonl", 10), "train.jsonl has 10 lines"),
+        (lambda folder: (folder / "meta.json").write_text('{"books": ', encoding="utf-8"), "damaged corpus metadata"),
+    ],
+    ids=["train cut to 10 lines", "damaged meta.json"],
+)
+def test_a_damaged_corpus_folder_is_rebuilt_not_reused(tmp_path, capsys, damage, reason):
+    """A reused folder is checked against the line counts and hashes in its meta.json."""
+    meta = build_bible_corpus(tmp_path, books=["Ruth", "Jonah"], progress=False)
+    original = (tmp_path / "train.jsonl").read_bytes()
+    damage(tmp_path)
+    again = build_bible_corpus(tmp_path, books=["Ruth", "Jonah"], progress=False)
+    assert reason in capsys.readouterr().err
+    assert again == meta and (tmp_path / "train.jsonl").read_bytes() == original
+
+
+def _cut(path: Path, lines: int) -> None:
+    kept = path.read_text(encoding="utf-8").splitlines(keepends=True)[:lines]
+    path.write_text("".join(kept), encoding="utf-8")

@@ -28,7 +28,6 @@ import os
 import re
 import sys
 import time
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -352,7 +351,7 @@ def build_bible_corpus(
         reason = _reuse_problem(output, selected)
         if reason is None:
             return read_meta(output)
-        warnings.warn(f"rebuilding the corpus in {output}: {reason}", stacklevel=2)
+        print(f"Rebuilding the corpus in {output}: {reason}.", file=sys.stderr)
 
     path = ensure_sword_modules(sword_path)
     bibles = _open_bibles(path)
