@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 DEFAULT_CORPUS_DIR = "data/bible-es-en"
@@ -50,7 +51,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     return load_model(args.model, args.device, args.dtype, args.attn_implementation)
 
 
-def _length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
+def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
     """Indices of ``texts`` in batches of similar length, longest first, so little time goes to padding."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
@@ -80,7 +81,7 @@ def translate_texts(
     outputs = [""] * len(texts)
     wanted = [i for i, text in enumerate(texts) if text.strip()]
     with tqdm(total=len(wanted), unit="sentence", desc="Translating", disable=not progress, file=sys.stderr) as bar:
-        for batch in _length_sorted_batches([texts[i] for i in wanted], batch_size):
+        for batch in length_sorted_batches([texts[i] for i in wanted], batch_size):
             indices = [wanted[j] for j in batch]
             inputs = tokenizer(
                 [texts[i] for i in indices],
@@ -221,57 +222,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def graph_gate_profile(
-    tokenizer: Any, model: Any, texts: Sequence[str], edges: Sequence[int], batch_size: int = 32
-) -> dict[str, Any]:
-    """Mean graph-gate values per encoder layer and source-length bucket (the MoG papers' analysis).
-
-    ``gate`` fusion: the mean of the sigmoid gate w (weight of the high/middle-order groups against the
-    low-order one) over positions and channels. ``self_gate``: the mean weight of each of the four groups.
-    """
-    import torch
-
-    from .training.metrics import length_bucket_labels, source_length_bucket
-
-    fusion = getattr(model.config, "graph_fusion", None)
-    if not getattr(model.config, "graph_attention", False) or fusion == "sum":
-        raise SystemExit("error: this model has no graph gates (needs graph_attention with gate or self_gate fusion)")
-    labels = length_bucket_labels(edges)
-    sums: dict[tuple[int, int], torch.Tensor] = {}
-    counts: dict[tuple[int, int], int] = {}
-    for batch in _length_sorted_batches(texts, batch_size):
-        inputs = tokenizer([texts[i] for i in batch], return_tensors="pt", padding=True).to(model.device)
-        start = torch.full((len(batch), 1), model.config.decoder_start_token_id, device=model.device)
-        with torch.inference_mode():
-            gates = model(**inputs, decoder_input_ids=start, output_graph_gates=True).encoder_graph_gates
-        mask = inputs["attention_mask"].unsqueeze(-1).to(torch.float32)
-        for layer, gate in enumerate(gates, start=1):
-            per_sentence = (gate.float() * mask).sum(1) / mask.sum(1)  # (batch, channels)
-            if fusion == "gate":
-                per_sentence = per_sentence.mean(-1, keepdim=True)
-            for row, i in zip(per_sentence.cpu(), batch):
-                key = (layer, source_length_bucket(texts[i], edges))
-                sums[key] = sums.get(key, 0) + row
-                counts[key] = counts.get(key, 0) + 1
-    groups = ["w"] if fusion == "gate" else ["high", "middle_inc", "middle_prev", "low"]
-    layers = sorted({layer for layer, _ in sums})
-    profile: dict[str, Any] = {"fusion": fusion, "groups": groups, "layers": {}}
-    for layer in layers:
-        profile["layers"][str(layer)] = {
-            labels[b]: {
-                "sentences": counts[(layer, b)],
-                **{g: round(float(v), 4) for g, v in zip(groups, sums[(layer, b)] / counts[(layer, b)])},
-            }
-            for b in range(len(labels))
-            if (layer, b) in counts
-        }
-    return profile
-
-
 def cmd_gates(args: argparse.Namespace) -> int:
+    from .analysis import graph_gate_profile
+
     texts = [text for text in _read_lines(args.input) if text.strip()]
     tokenizer, model = _load(args)
-    profile = graph_gate_profile(tokenizer, model, texts, args.length_buckets, args.batch_size)
+    try:
+        profile = graph_gate_profile(tokenizer, model, texts, args.length_buckets, args.batch_size)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
     output = _open_output(args.json)
     try:
         json.dump(profile, output, indent=2)
@@ -280,6 +239,40 @@ def cmd_gates(args: argparse.Namespace) -> int:
         if output is not sys.stdout:
             output.close()
     return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """The papers' analyses of one model on a corpus split: graph gates (when the model has them) and
+    attention entropy per layer, each as JSON and PNG in ``--out``."""
+    from .analysis import attention_entropy_profile, graph_gate_profile, plot_attention_entropy, plot_gate_profile
+    from .data import load_parallel_corpus
+
+    split = load_parallel_corpus(args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, split=args.split)
+    count = min(args.max_sentences, len(split))
+    pairs = split.select([i * len(split) // count for i in range(count)])["translation"]  # across the split
+    sources = [pair[args.src_lang] for pair in pairs]
+    targets = [pair[args.tgt_lang] for pair in pairs]
+    args.attn_implementation = "eager"  # attention weights are needed
+    tokenizer, model = _load(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = args.name or Path(args.model).name
+    written = []
+    if getattr(model.config, "graph_attention", False) and model.config.graph_fusion != "sum":
+        gates = graph_gate_profile(tokenizer, model, sources, args.length_buckets, args.batch_size)
+        _write_json(out / "gates.json", gates)
+        written += [out / "gates.json", plot_gate_profile(gates, out / "gates.png", title=f"{name}: graph gates")]
+    entropy = attention_entropy_profile(tokenizer, model, sources, targets, args.batch_size)
+    _write_json(out / "entropy.json", entropy)
+    written += [out / "entropy.json", plot_attention_entropy({name: entropy}, out / "entropy.png")]
+    print("\n".join(str(path) for path in written))
+    return 0
+
+
+def _write_json(path: Path, value: Any) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, indent=2)
+        handle.write("\n")
 
 
 # --------------------------------------------------------------------------- argument parsing
@@ -348,11 +341,25 @@ def build_parser() -> argparse.ArgumentParser:
     gates.add_argument("--length-buckets", type=int, nargs="+", default=list(DEFAULT_BUCKETS))
     gates.add_argument("--json", default="-", help="output file; '-' for stdout")
     gates.set_defaults(func=cmd_gates)
+
+    analyze = commands.add_parser(
+        "analyze", help="graph-gate and attention-entropy figures (PNG + JSON) of a model on a corpus split"
+    )
+    _add_generation_options(analyze)
+    analyze.add_argument("--corpus", default=DEFAULT_CORPUS_DIR, help="corpus directory, file or Hub id")
+    analyze.add_argument("--split", default="test")
+    analyze.add_argument("--src-lang", default="es")
+    analyze.add_argument("--tgt-lang", default="en")
+    analyze.add_argument("--max-sentences", type=int, default=500, help="spread over the split")
+    analyze.add_argument("--length-buckets", type=int, nargs="+", default=list(DEFAULT_BUCKETS))
+    analyze.add_argument("--out", required=True, help="folder for gates.json/png and entropy.json/png")
+    analyze.add_argument("--name", help="model name in the figures (default: the folder's name)")
+    analyze.set_defaults(func=cmd_analyze)
     return parser
 
 
 def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if args.command in ("translate", "gates") and not args.model:
+    if args.command in ("translate", "gates", "analyze") and not args.model:
         parser.error(f"{args.command} needs --model")
     if args.command == "evaluate":
         if (args.model is None) == (args.hypotheses is None):
