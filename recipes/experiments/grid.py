@@ -1,0 +1,120 @@
+"""An experiment grid: (variant x training size x seed) runs of the training script, read from one YAML file.
+
+`run_grid.py` runs the grid and appends one JSON line per finished run to the grid's results file;
+`report.py` turns that file into tables and figures. Both import this module for the grid's runs,
+their output folders and the results file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the grid."""
+
+    variant: str
+    size: str
+    seed: int
+    recipe: Path
+    overrides: dict[str, Any] = field(hash=False)
+    output_dir: Path
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant}-{self.size}-seed{self.seed}"
+
+
+@dataclass
+class Grid:
+    """A grid file: shared overrides, sizes, variants, seeds, where outputs and results go."""
+
+    path: Path
+    name: str
+    results: Path
+    output_root: Path
+    seeds: list[int]
+    common: dict[str, Any]
+    sizes: dict[str, dict[str, Any]]
+    variants: dict[str, dict[str, Any]]
+    core: list[str]
+
+    @classmethod
+    def load(cls, path: str | Path, root: Path = REPO_ROOT) -> Grid:
+        """Read a grid YAML; relative paths in it are relative to ``root`` (the repository)."""
+        path = Path(path)
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+        missing = [key for key in ("name", "results", "output_root", "seeds", "sizes", "variants") if key not in spec]
+        if missing:
+            raise ValueError(f"{path}: missing {', '.join(missing)}")
+        variants = spec["variants"]
+        for name, variant in variants.items():
+            recipe = root / variant.get("recipe", "")
+            if not recipe.is_file():
+                raise ValueError(
+                    f"{path}: variant {name!r} names recipe {variant.get('recipe')!r}, which does not exist"
+                )
+        unknown = [name for name in spec.get("core", []) if name not in variants]
+        if unknown:
+            raise ValueError(f"{path}: core lists unknown variants {unknown}")
+        return cls(
+            path=path,
+            name=spec["name"],
+            results=root / spec["results"],
+            output_root=root / spec["output_root"],
+            seeds=[int(seed) for seed in spec["seeds"]],
+            common=dict(spec.get("common") or {}),
+            sizes={name: dict(values or {}) for name, values in spec["sizes"].items()},
+            variants=variants,
+            core=list(spec.get("core") or variants),
+        )
+
+    def select(self, names: str | None, available: list[str], what: str) -> list[str]:
+        """``all``/None, ``core`` (variants), or a comma-separated list checked against ``available``."""
+        if names in (None, "all"):
+            return list(available)
+        chosen = self.core if names == "core" and what == "variants" else [n.strip() for n in names.split(",")]
+        unknown = [name for name in chosen if name not in available]
+        if unknown:
+            raise ValueError(f"unknown {what} {unknown}; the grid has {available}")
+        return chosen
+
+    def runs(self, variants: str | None = None, sizes: str | None = None, seeds: str | None = None) -> list[Run]:
+        """The selected runs, seed-major (every variant's first seed before any second seed), so that a
+        grid stopped part-way has whole seeds to compare."""
+        chosen_variants = self.select(variants, list(self.variants), "variants")
+        chosen_sizes = self.select(sizes, list(self.sizes), "sizes")
+        chosen_seeds = [int(s) for s in self.select(seeds, [str(s) for s in self.seeds], "seeds")]
+        runs = []
+        for size in chosen_sizes:
+            for seed in chosen_seeds:
+                for variant in chosen_variants:
+                    spec = self.variants[variant]
+                    overrides = {**self.common, **(spec.get("options") or {}), **self.sizes[size], "seed": seed}
+                    output_dir = self.output_root / f"{variant}-{size}-seed{seed}"
+                    overrides["output_dir"] = str(output_dir)
+                    runs.append(Run(variant, size, seed, REPO_ROOT / spec["recipe"], overrides, output_dir))
+        return runs
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """The rows of a results file (JSON lines); a damaged line is an error naming the file and line."""
+    if not path.is_file():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}, line {number}: not a JSON object ({error.msg})") from None
+    return rows

@@ -1,0 +1,369 @@
+"""Turn a grid's results file into RESULTS.md and PNG figures.
+
+    python recipes/experiments/report.py recipes/experiments/grid_bible_cpu.yaml
+    python recipes/experiments/report.py GRID --no-analysis   # tables and curves only (no model loading)
+
+Tables laid out like the Attention Link paper's Tables III/IV/VIII (vanilla / encoder / decoder /
+both links, per training size) and the Graph-Transformer paper's Table 2 (fusion variants with
+parameter count and speed ratio): every cell is the mean +- sd over seeds of test BLEU, with the
+difference from vanilla and sacreBLEU's paired bootstrap p-value on the seeds' pooled translations.
+Figures: BLEU by source length per variant, learning curves (validation BLEU against steps and
+minutes), the graph gate per layer against sentence length, and attention entropy per layer for
+vanilla and linked models (both from `hf_graphtf.analysis`, on the first seed's model). Every run in
+the results file is listed; nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from grid import REPO_ROOT, Grid, read_results
+
+LINK_ROWS = ("vanilla", "al_encoder", "al_decoder", "al_both", "al_both_cumulative")
+GRAPH_ROWS = (
+    "vanilla",
+    "graph_sum",
+    "graph_gate",
+    "graph_self_gate",
+    "graph_half_gate",
+    "graph_shared_gate",
+    "graph_gate_al_decoder",
+)
+BOOTSTRAP_SAMPLES = 1000
+ANALYSIS_SENTENCES = 300  # test sentences, spread over the split, for the gate and entropy figures
+
+
+def mean_sd(values: list[float]) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.2f} (n=1)"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)})"
+
+
+def _hypotheses(row: dict[str, Any]) -> list[str] | None:
+    path = REPO_ROOT / row["hypotheses"]
+    return path.read_text(encoding="utf-8").splitlines() if path.is_file() else None
+
+
+def paired_bootstrap(baseline: list[dict], system: list[dict], references: list[str]) -> float | None:
+    """sacreBLEU's paired bootstrap p-value of ``system`` against ``baseline`` on the pooled translations
+    of the seeds both have (seed by seed, against the same references); None without translations."""
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    seeds = sorted({row["seed"] for row in baseline} & {row["seed"] for row in system})
+    pooled_base, pooled_system = [], []
+    for seed in seeds:
+        base = _hypotheses(next(row for row in baseline if row["seed"] == seed))
+        other = _hypotheses(next(row for row in system if row["seed"] == seed))
+        if base is None or other is None:
+            return None
+        pooled_base += base
+        pooled_system += other
+    if not seeds:
+        return None
+    test = PairedTest(
+        [("baseline", pooled_base), ("system", pooled_system)],
+        {"BLEU": BLEU()},
+        references=[references * len(seeds)],
+        test_type="bs",
+        n_samples=BOOTSTRAP_SAMPLES,
+    )
+    _, results = test()
+    return results["BLEU"][1].p_value
+
+
+def comparison_table(
+    rows_by: dict[tuple[str, str], list[dict]],
+    variants: tuple[str, ...],
+    sizes: list[str],
+    references: dict[str, list[str]],
+    with_cost: bool,
+) -> list[str]:
+    """A Markdown table: one row per variant that has runs, per size BLEU mean ± sd, Δ and p."""
+    header = ["variant"] + (["parameters", "speed vs vanilla"] if with_cost else [])
+    for size in sizes:
+        header += [f"BLEU {size}", "Δ", "p", f"tok. BLEU {size}"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for variant in variants:
+        if not any(rows_by.get((variant, size)) for size in sizes):
+            continue
+        cells = [variant]
+        if with_cost:
+            runs = [row for size in sizes for row in rows_by.get((variant, size), [])]
+            cells.append(f"{runs[0]['parameters'] / 1e6:.2f} M")
+            cells.append(_speed_ratio(rows_by, variant, sizes))
+        for size in sizes:
+            runs = rows_by.get((variant, size), [])
+            base = rows_by.get(("vanilla", size), [])
+            bleu = [row["test"]["bleu"] for row in runs]
+            cells.append(mean_sd(bleu))
+            if variant == "vanilla" or not runs or not base:
+                cells += ["", ""]
+            else:
+                delta = statistics.mean(bleu) - statistics.mean(row["test"]["bleu"] for row in base)
+                p_value = paired_bootstrap(base, runs, references[size]) if size in references else None
+                cells += [f"{delta:+.2f}", "–" if p_value is None else f"{p_value:.3f}"]
+            cells.append(mean_sd([row["test"]["bleu_tokenized"] for row in runs]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _speed_ratio(rows_by: dict[tuple[str, str], list[dict]], variant: str, sizes: list[str]) -> str:
+    ratios = []
+    for size in sizes:
+        runs, base = rows_by.get((variant, size), []), rows_by.get(("vanilla", size), [])
+        speed = [row["target_tokens_per_second"] for row in runs if row.get("target_tokens_per_second")]
+        base_speed = [row["target_tokens_per_second"] for row in base if row.get("target_tokens_per_second")]
+        if speed and base_speed:
+            ratios.append(statistics.mean(speed) / statistics.mean(base_speed))
+    return f"{statistics.mean(ratios):.2f}" if ratios else "–"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, path: Path) -> Path | None:
+    plt = _plt()
+    figure, axes = plt.subplots(figsize=(7, 4))
+    drawn = False
+    for (variant, row_size), runs in sorted(rows_by.items()):
+        if row_size != size or not runs[0]["test"].get("bleu_by_length"):
+            continue
+        labels = list(runs[0]["test"]["bleu_by_length"])
+        means = [
+            statistics.mean(run["test"]["bleu_by_length"][label]["bleu"] or 0.0 for run in runs) for label in labels
+        ]
+        axes.plot(labels, means, marker="o", label=variant)
+        drawn = True
+    if not drawn:
+        plt.close(figure)
+        return None
+    axes.set_xlabel("source length (words)")
+    axes.set_ylabel("test BLEU (mean over seeds)")
+    axes.set_title(f"BLEU by source length, {size}")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def learning_curve(row: dict[str, Any]) -> list[tuple[int, float, float]] | None:
+    """(step, minutes, valid BLEU) of each evaluation, from the run's trainer_state.json; minutes are
+    the step times the run's mean seconds per step."""
+    state_file = REPO_ROOT / row["output_dir"] / "trainer_state.json"
+    if not state_file.is_file():
+        return None
+    history = json.loads(state_file.read_text(encoding="utf-8"))["log_history"]
+    per_step = row["train_seconds"] / row["steps"] / 60 if row.get("steps") else 0.0
+    points = {entry["step"]: entry["eval_bleu"] for entry in history if "eval_bleu" in entry}
+    return [(step, step * per_step, bleu) for step, bleu in sorted(points.items())]
+
+
+def plot_learning_curves(rows_by: dict[tuple[str, str], list[dict]], size: str, path: Path) -> Path | None:
+    plt = _plt()
+    figure, (by_step, by_minute) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    colors = {}
+    drawn = False
+    for (variant, row_size), runs in sorted(rows_by.items()):
+        if row_size != size:
+            continue
+        for run in runs:
+            curve = learning_curve(run)
+            if not curve:
+                continue
+            color = colors.setdefault(variant, f"C{len(colors) % 10}")
+            label = variant if run is runs[0] else None
+            by_step.plot([p[0] for p in curve], [p[2] for p in curve], color=color, alpha=0.8, label=label)
+            by_minute.plot([p[1] for p in curve], [p[2] for p in curve], color=color, alpha=0.8)
+            drawn = True
+    if not drawn:
+        plt.close(figure)
+        return None
+    by_step.set_xlabel("step")
+    by_minute.set_xlabel("minutes of training")
+    by_step.set_ylabel("validation BLEU (greedy)")
+    by_step.legend(fontsize="small")
+    figure.suptitle(f"Learning curves, {size} (one line per seed)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figures: Path, grid: Grid) -> list[Path]:
+    """Gate figure of the first graph_gate model and entropy figure of the first vanilla and linked models."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import hf_graphtf  # noqa: F401  (registers the model types)
+    from hf_graphtf.analysis import (
+        attention_entropy_profile,
+        graph_gate_profile,
+        plot_attention_entropy,
+        plot_gate_profile,
+    )
+
+    sources, targets = _test_pairs(grid, ANALYSIS_SENTENCES)
+
+    def first_model(variant: str):
+        runs = rows_by.get((variant, size), [])
+        folder = REPO_ROOT / runs[0]["output_dir"] if runs else None
+        if folder is None or not (folder / "config.json").is_file():
+            return None
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
+        return AutoTokenizer.from_pretrained(folder), model
+
+    written = []
+    torch.set_grad_enabled(False)
+    loaded = first_model("graph_gate")
+    if loaded:
+        profile = graph_gate_profile(*loaded, sources, [10, 20, 30, 40, 50])
+        written.append(plot_gate_profile(profile, figures / f"gates_{size}.png", title=f"graph_gate, {size}, seed 1"))
+    entropies = {}
+    for variant in ("vanilla", "al_encoder", "al_decoder", "al_both"):
+        loaded = first_model(variant)
+        if loaded:
+            entropies[variant] = attention_entropy_profile(*loaded, sources, targets)
+    if entropies:
+        written.append(plot_attention_entropy(entropies, figures / f"entropy_{size}.png"))
+    return written
+
+
+def write_report(grid: Grid, analysis: bool = True) -> Path:
+    rows = [row for row in read_results(grid.results) if row.get("grid") == grid.name]
+    rows_by: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for row in rows:
+        rows_by[(row["variant"], row["size"])].append(row)
+    for runs in rows_by.values():
+        runs.sort(key=lambda row: row["seed"])
+    sizes = [size for size in grid.sizes if any(size == key[1] for key in rows_by)]
+    references = _references(grid, sizes)
+    out = grid.results.parent
+    figures = out / "figures" / grid.name
+    figures.mkdir(parents=True, exist_ok=True)
+    figure_paths: list[Path] = []
+    for size in sizes:
+        figure_paths += [
+            path
+            for path in (
+                plot_bleu_by_length(rows_by, size, figures / f"bleu_by_length_{size}.png"),
+                plot_learning_curves(rows_by, size, figures / f"learning_curves_{size}.png"),
+            )
+            if path
+        ]
+        if analysis:
+            figure_paths += analysis_figures(rows_by, size, figures, grid)
+    devices = sorted({row["device"] for row in rows})
+    lines = [
+        f"# Experiment results: grid `{grid.name}`",
+        "",
+        f"Generated by `python recipes/experiments/report.py {_relative(grid.path)}` on "
+        f"{datetime.date.today().isoformat()} from `{_relative(grid.results)}` ({len(rows)} runs; "
+        f"devices: {'; '.join(devices) or '–'}). Runs: `python recipes/experiments/run_grid.py "
+        f"{_relative(grid.path)}`.",
+        "",
+        "Protocol: the committed Bible recipes with these overrides for every run: "
+        + ", ".join(f"`{key}: {value}`" for key, value in grid.common.items())
+        + "; budgets per size: "
+        + "; ".join(
+            f"{size}: " + ", ".join(f"`{k}: {v}`" for k, v in values.items()) for size, values in grid.sizes.items()
+        )
+        + ". Test: full test split, beam 5, WEB reference, sacreBLEU "
+        + (f"(`{rows[0]['test']['bleu_signature']}`)" if rows else "")
+        + ". Cells: mean ± sd over seeds; Δ: difference of means from vanilla; p: sacreBLEU paired bootstrap "
+        f"({BOOTSTRAP_SAMPLES} samples) on the seeds' pooled translations. tok. BLEU: Moses-tokenized, the papers' "
+        "multi-bleu convention.",
+        "",
+        "## Attention link (as the paper's Tables III/IV/VIII)",
+        "",
+        *comparison_table(rows_by, LINK_ROWS, sizes, references, with_cost=False),
+        "",
+        "## Graph-group attention (as the Graph-Transformer paper's Table 2)",
+        "",
+        *comparison_table(rows_by, GRAPH_ROWS, sizes, references, with_cost=True),
+        "",
+        "## Figures",
+        "",
+        *[f"![{path.stem}](figures/{grid.name}/{path.name})" for path in figure_paths],
+        "",
+        "## Every run",
+        "",
+        "| run | device | steps | epochs | valid BLEU | test BLEU | chrF | chrF++ | tok. BLEU | stuttering | "
+        "target tok/s | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in sorted(rows, key=lambda row: (row["size"], row["variant"], row["seed"])):
+        test = row["test"]
+        stutter = test.get("repeated_token_outputs")
+        lines.append(
+            f"| {row['run']} | {row['device']} | {row['steps']} | {row['epochs']} | {row['valid']['bleu']} | "
+            f"{test['bleu']} | {test['chrf']} | {test['chrf_pp']} | {test['bleu_tokenized']} | "
+            f"{'–' if stutter is None else f'{stutter:.1%}'} | {row['target_tokens_per_second']} | "
+            f"{row['wall_seconds']} |"
+        )
+    path = out / "RESULTS.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _relative(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def _corpus(grid: Grid) -> tuple[str, str, str]:
+    """The grid's corpus (absolute path or Hub id) and language pair, from its first variant's recipe."""
+    from hf_graphtf.training.arguments import load_recipe
+
+    recipe = {**load_recipe(REPO_ROOT / next(iter(grid.variants.values()))["recipe"]), **grid.common}
+    corpus = recipe["corpus"]
+    corpus = corpus if Path(corpus).is_absolute() or not (REPO_ROOT / corpus).exists() else str(REPO_ROOT / corpus)
+    return corpus, recipe.get("src_lang", "es"), recipe.get("tgt_lang", "en")
+
+
+def _test_pairs(grid: Grid, limit: int | None = None) -> tuple[list[str], list[str]]:
+    """Sources and references of the grid's test split (the same for every size), spread over the split."""
+    from hf_graphtf.data import load_parallel_corpus
+
+    corpus, src_lang, tgt_lang = _corpus(grid)
+    data = load_parallel_corpus(corpus, src_lang=src_lang, tgt_lang=tgt_lang, split="test")
+    count = min(limit or len(data), len(data))
+    pairs = data.select([i * len(data) // count for i in range(count)])["translation"]
+    return [pair[src_lang] for pair in pairs], [pair[tgt_lang] for pair in pairs]
+
+
+def _references(grid: Grid, sizes: list[str]) -> dict[str, list[str]]:
+    try:
+        _, references = _test_pairs(grid)
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {size: references for size in sizes}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("grid", help="grid YAML file")
+    parser.add_argument("--no-analysis", action="store_true", help="skip the gate and entropy figures")
+    args = parser.parse_args(argv)
+    print(write_report(Grid.load(args.grid), analysis=not args.no_analysis))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Run an experiment grid: every selected (variant, size, seed) through the real training script.
+
+    python recipes/experiments/run_grid.py recipes/experiments/grid_bible_cpu.yaml --variants core --sizes 10k
+    python recipes/experiments/run_grid.py GRID --processes 2        # two data-parallel CPU processes per run
+    python recipes/experiments/run_grid.py GRID --dry-run            # list the runs and their state
+
+A run whose name is already in the results file is skipped; a run with checkpoints in its output
+folder resumes from them (the training script does that); a finished run appends one JSON line to
+the results file: what was run, on what, how fast, and its validation and test scores (sacreBLEU
+BLEU, chrF and chrF++ with signatures, and BLEU on Moses-tokenized text, the papers' multi-bleu
+convention), and where its test translations are. Rows are never rewritten or dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from grid import REPO_ROOT, Grid, Run, read_results
+
+TRAIN_SCRIPT = REPO_ROOT / "recipes" / "train_translation.py"
+
+
+def _flag_value(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def train_command(run: Run, processes: int) -> list[str]:
+    """The command line of one run: the committed recipe, then its overrides as flags (flags win)."""
+    if processes > 1:
+        launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes)]
+        launch += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    else:
+        launch = [sys.executable]
+    flags = [item for name, value in run.overrides.items() for item in (f"--{name}", _flag_value(value))]
+    return [*launch, str(TRAIN_SCRIPT), str(run.recipe), *flags]
+
+
+def device_name(processes: int) -> str:
+    """What the run trained on, for the results row."""
+    import torch
+
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} x{processes}"
+    return f"cpu ({os.cpu_count()} cores, {processes} process{'es' if processes > 1 else ''}; {platform.machine()})"
+
+
+def target_tokens_per_epoch(output_dir: Path, corpus: str, split: str, tgt_lang: str, src_lang: str) -> int:
+    """Target tokens (with ``</s>``) of one pass over the training split, with the run's own tokenizer."""
+    from transformers import AutoTokenizer
+
+    from hf_graphtf.data import load_parallel_corpus
+
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    data = load_parallel_corpus(corpus, src_lang=src_lang, tgt_lang=tgt_lang, split=split)
+    targets = [pair[tgt_lang] for pair in data["translation"]]
+    return sum(len(ids) for ids in tokenizer(text_target=targets)["input_ids"])
+
+
+def test_scores(output_dir: Path, results: dict[str, Any], corpus: str, split: str, langs: tuple[str, str]):
+    """chrF++ and Moses-tokenized BLEU of the saved test translations (single reference, the target side)."""
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacremoses import MosesTokenizer
+
+    from hf_graphtf.data import load_parallel_corpus
+
+    src_lang, tgt_lang = langs
+    hypotheses = (output_dir / "test_predictions.txt").read_text(encoding="utf-8").splitlines()
+    data = load_parallel_corpus(corpus, src_lang=src_lang, tgt_lang=tgt_lang, split=split)
+    references = [pair[tgt_lang] for pair in data["translation"]]
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"{output_dir}/test_predictions.txt has {len(hypotheses)} lines for {len(references)} sentences"
+        )
+    chrf_pp = CHRF(word_order=2)
+    moses = MosesTokenizer(lang=tgt_lang)
+    tokenized = BLEU(tokenize="none", force=True)
+
+    def tokenize(texts: list[str]) -> list[str]:
+        return [moses.tokenize(text, escape=False, return_str=True) for text in texts]
+
+    return {
+        "bleu": results["test"]["bleu"],
+        "bleu_signature": results["test"]["bleu_signature"],
+        "chrf": results["test"]["chrf"],
+        "chrf_signature": results["test"]["chrf_signature"],
+        "chrf_pp": round(chrf_pp.corpus_score(hypotheses, [references]).score, 2),
+        "chrf_pp_signature": str(chrf_pp.get_signature()),
+        "bleu_tokenized": round(tokenized.corpus_score(tokenize(hypotheses), [tokenize(references)]).score, 2),
+        "bleu_tokenized_method": "Moses-tokenized (sacremoses), case-sensitive, tokenize=none: like multi-bleu.perl",
+        "repeated_token_outputs": results["test"].get("repeated_token_outputs"),
+        "bleu_by_length": results["test"].get("bleu_by_length"),
+    }
+
+
+def results_row(run: Run, grid: Grid, processes: int, wall_seconds: float) -> dict[str, Any]:
+    """The JSON line of a finished run, from its results.json and saved translations."""
+    from hf_graphtf.training.arguments import load_recipe
+
+    output = run.output_dir
+    results = json.loads((output / "results.json").read_text(encoding="utf-8"))
+    recipe = {**load_recipe(run.recipe), **run.overrides}
+    langs = (recipe.get("src_lang", "es"), recipe.get("tgt_lang", "en"))
+    corpus = str(REPO_ROOT / recipe["corpus"]) if not os.path.isabs(recipe["corpus"]) else recipe["corpus"]
+    train = results["train"]
+    tokens = target_tokens_per_epoch(output, corpus, recipe.get("train_split", "train"), langs[1], langs[0])
+    epochs = float(train.get("epoch") or 0.0)
+    runtime = float(train.get("train_runtime") or 0.0)
+    return {
+        "run": run.name,
+        "grid": grid.name,
+        "variant": run.variant,
+        "size": run.size,
+        "seed": run.seed,
+        "recipe": str(run.recipe.relative_to(REPO_ROOT)) if run.recipe.is_relative_to(REPO_ROOT) else str(run.recipe),
+        "overrides": {key: value for key, value in run.overrides.items() if key != "output_dir"},
+        "options": results["model"]["options"],
+        "device": device_name(processes),
+        "steps": train.get("global_step"),
+        "epochs": round(epochs, 3),
+        "wall_seconds": round(wall_seconds, 1),
+        "train_seconds": round(runtime, 1),
+        "target_tokens_per_second": round(tokens * epochs / runtime, 1) if runtime else None,
+        "parameters": results["model"]["parameters"],
+        "valid": {"bleu": results["eval"].get("eval_bleu"), "chrf": results["eval"].get("eval_chrf")},
+        "test": test_scores(output, results, corpus, recipe.get("test_split", "test"), langs),
+        "output_dir": _relative(output),
+        "hypotheses": _relative(output / "test_predictions.txt"),
+        "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _relative(path: Path) -> str:
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False) -> int:
+    """Run what is not finished yet, appending a row after each; returns how many runs finished now."""
+    done = {row["run"] for row in read_results(grid.results) if row.get("grid") == grid.name}
+    finished = 0
+    for index, run in enumerate(runs, start=1):
+        state = "done" if run.name in done else ("resumes" if run.output_dir.exists() else "to run")
+        print(f"[{index}/{len(runs)}] {run.name}: {state}", flush=True)
+        if dry_run or run.name in done:
+            continue
+        command = train_command(run, processes)
+        run.output_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        with open(run.output_dir / "train.log", "a", encoding="utf-8") as log:
+            log.write(f"$ {' '.join(command)}\n")
+            log.flush()
+            code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        if code != 0:
+            print(f"  failed (exit {code}); see {run.output_dir / 'train.log'}", flush=True)
+            return finished
+        row = results_row(run, grid, processes, time.monotonic() - started)
+        grid.results.parent.mkdir(parents=True, exist_ok=True)
+        with open(grid.results, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        finished += 1
+        print(
+            f"  test BLEU {row['test']['bleu']}  chrF {row['test']['chrf']}  ({row['wall_seconds']:.0f} s)", flush=True
+        )
+    return finished
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("grid", help="grid YAML file")
+    parser.add_argument("--variants", help="'core', 'all' (default) or a comma-separated list")
+    parser.add_argument("--sizes", help="comma-separated sizes (default: all)")
+    parser.add_argument("--seeds", help="comma-separated seeds (default: the grid's)")
+    parser.add_argument("--processes", type=int, default=1, help="data-parallel processes per run (accelerate)")
+    parser.add_argument("--dry-run", action="store_true", help="list the runs and their state, run nothing")
+    args = parser.parse_args(argv)
+    grid = Grid.load(args.grid)
+    runs = grid.runs(args.variants, args.sizes, args.seeds)
+    run_grid(grid, runs, args.processes, args.dry_run)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The experiment grid runner and its report on a tiny grid (tiny models, two steps, a tiny corpus).
+
+The figures and numbers themselves come from real runs (recipes/experiments/RESULTS.md), never from here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from recipe_fixtures import REPO_ROOT, TRAIN_SCRIPT, run_python, tiny_recipe, write_recipe, write_tiny_corpus
+
+EXPERIMENTS = REPO_ROOT / "recipes" / "experiments"
+
+
+@pytest.fixture(scope="module")
+def experiments():
+    """The grid modules, imported as the scripts import each other (top-level, from their folder)."""
+    sys.path.insert(0, str(EXPERIMENTS))
+    try:
+        yield {name: importlib.import_module(name) for name in ("grid", "run_grid", "report")}
+    finally:
+        sys.path.remove(str(EXPERIMENTS))
+
+
+def write_grid(base: Path, seeds=(1, 2)) -> Path:
+    corpus = write_tiny_corpus(base / "corpus", {"train": 64, "valid": 8, "test": 8})
+    recipes = {
+        "vanilla": write_recipe(base / "vanilla.yaml", tiny_recipe(corpus, base / "unused", attention_link="none")),
+        "al_both": write_recipe(base / "al_both.yaml", tiny_recipe(corpus, base / "unused")),
+        "graph_gate": write_recipe(
+            base / "graph_gate.yaml", tiny_recipe(corpus, base / "unused", attention_link="none", graph_attention=True)
+        ),
+    }
+    grid = {
+        "name": "tiny",
+        "results": str(base / "results" / "results.jsonl"),
+        "output_root": str(base / "outputs"),
+        "seeds": list(seeds),
+        "common": {"eval_steps": 1, "save_steps": 1, "test_num_beams": 2},
+        "sizes": {"small": {"train_split": "train", "max_steps": 2}},
+        "variants": {name: {"recipe": str(path)} for name, path in recipes.items()},
+        "core": ["vanilla", "al_both"],
+    }
+    path = base / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished_grid(tmp_path_factory, experiments):
+    """The tiny grid run once; the al_both seed-1 run first interrupted after one step (resumed by the grid)."""
+    base = tmp_path_factory.mktemp("grid")
+    path = write_grid(base)
+    grid = experiments["grid"].Grid.load(path)
+    interrupted = next(run for run in grid.runs() if run.name == "al_both-small-seed1")
+    overrides = {**interrupted.overrides, "max_steps": 1}
+    recipe = write_recipe(base / "interrupted.yaml", {**yaml.safe_load(interrupted.recipe.read_text()), **overrides})
+    assert run_python(str(TRAIN_SCRIPT), str(recipe), "--do_predict", "false").returncode == 0
+    assert (interrupted.output_dir / "checkpoint-1").is_dir()
+    assert experiments["run_grid"].main([str(path)]) == 0
+    return grid, path
+
+
+def test_every_run_appends_one_complete_row(finished_grid, experiments):
+    grid, _ = finished_grid
+    rows = experiments["grid"].read_results(grid.results)
+    assert sorted(row["run"] for row in rows) == sorted(
+        f"{variant}-small-seed{seed}" for variant in ("vanilla", "al_both", "graph_gate") for seed in (1, 2)
+    )
+    assert [row["seed"] for row in rows[:3]] == [1, 1, 1]  # seed-major order
+    for row in rows:
+        assert row["steps"] == 2 and row["device"].startswith("cpu") and row["parameters"] > 0
+        assert row["target_tokens_per_second"] > 0 and row["wall_seconds"] > 0
+        test = row["test"]
+        for key in ("bleu", "chrf", "chrf_pp", "bleu_tokenized"):
+            assert isinstance(test[key], float), key
+        assert "nrefs:1" in test["bleu_signature"] and "nw:2" in test["chrf_pp_signature"]
+        assert (REPO_ROOT / row["hypotheses"]).is_file() or Path(row["hypotheses"]).is_file()
+    assert {row["options"]["attention_link"] for row in rows if row["variant"] == "al_both"} == {"both"}
+    assert all(row["options"]["graph_attention"] for row in rows if row["variant"] == "graph_gate")
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint(finished_grid):
+    grid, _ = finished_grid
+    log = (grid.output_root / "al_both-small-seed1" / "train.log").read_text(encoding="utf-8")
+    assert "Resuming training from" in log and "checkpoint-1" in log
+
+
+def test_finished_runs_are_skipped(finished_grid, experiments, capsys):
+    grid, path = finished_grid
+    before = grid.results.read_text(encoding="utf-8")
+    assert experiments["run_grid"].main([str(path), "--variants", "core"]) == 0
+    assert grid.results.read_text(encoding="utf-8") == before
+    assert capsys.readouterr().out.count(": done") == 4
+
+
+def test_the_report_lists_every_run_with_tables_tests_and_figures(finished_grid, experiments):
+    grid, _ = finished_grid
+    page = experiments["report"].write_report(grid).read_text(encoding="utf-8")
+    rows = experiments["grid"].read_results(grid.results)
+    for row in rows:
+        assert f"| {row['run']} |" in page
+    link_table = page.split("## Attention link")[1].split("##")[0]
+    al_row = next(line for line in link_table.splitlines() if line.startswith("| al_both |"))
+    cells = [cell.strip() for cell in al_row.strip("|").split("|")]
+    assert "(n=2)" in cells[1] and float(cells[3]) <= 1.0  # mean ± sd over seeds, bootstrap p-value
+    graph_table = page.split("## Graph-group attention")[1].split("##")[0]
+    assert "| graph_gate |" in graph_table and " M |" in graph_table  # parameter count column
+    figures = grid.results.parent / "figures" / "tiny"
+    for name in ("bleu_by_length_small", "learning_curves_small", "gates_small", "entropy_small"):
+        assert (figures / f"{name}.png").stat().st_size > 0, name
+        assert f"figures/tiny/{name}.png" in page
+
+
+def test_grid_errors_name_the_problem(tmp_path, experiments):
+    path = write_grid(tmp_path)
+    grid_module = experiments["grid"]
+    spec = yaml.safe_load(path.read_text())
+    spec["variants"]["broken"] = {"recipe": str(tmp_path / "missing.yaml")}
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ValueError, match="variant 'broken' names recipe .*missing.yaml"):
+        grid_module.Grid.load(path)
+    del spec["variants"]["broken"]
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ValueError, match=r"unknown variants \['nope'\]"):
+        grid_module.Grid.load(path).runs(variants="nope")
+    results = tmp_path / "results.jsonl"
+    results.write_text('{"run": "a"}\n{broken\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="results.jsonl, line 2"):
+        grid_module.read_results(results)
+
+
+def test_the_committed_grid_reads_and_names_committed_recipes(experiments):
+    grid = experiments["grid"].Grid.load(EXPERIMENTS / "grid_bible_cpu.yaml")
+    runs = grid.runs("core", "10k")
+    assert len(runs) == 4 * len(grid.seeds)
+    assert {run.variant for run in runs} == {"vanilla", "al_both", "graph_gate", "graph_half_gate"}
+    command = experiments["run_grid"].train_command(runs[0], processes=2)
+    assert "--multi_gpu" in command and "--max_steps" in command and "--seed" in command
+    assert json.dumps(grid.common)  # plain values only
