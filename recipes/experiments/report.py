@@ -208,7 +208,6 @@ def plot_learning_curves(rows_by: dict[tuple[str, str], list[dict]], size: str, 
 
 def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figures: Path, grid: Grid) -> list[Path]:
     """Gate figure of the first graph_gate model and entropy figure of the first vanilla and linked models."""
-    import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hf_graphtf  # noqa: F401  (registers the model types)
@@ -230,7 +229,6 @@ def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figu
         return AutoTokenizer.from_pretrained(folder), model
 
     written = []
-    torch.set_grad_enabled(False)
     loaded = first_model("graph_gate")
     if loaded:
         profile = graph_gate_profile(*loaded, sources, [10, 20, 30, 40, 50])
