@@ -143,3 +143,18 @@ def test_the_committed_grid_reads_and_names_committed_recipes(experiments):
     command = experiments["run_grid"].train_command(runs[0], processes=2)
     assert "--multi_gpu" in command and "--max_steps" in command and "--seed" in command
     assert json.dumps(grid.common)  # plain values only
+
+
+def test_the_readme_gets_the_generated_tables(finished_grid, experiments, tmp_path):
+    grid, _ = finished_grid
+    report = experiments["report"]
+    page = report.write_report(grid, analysis=False)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{report.README_START}\nold\n{report.README_END}\noutro\n", encoding="utf-8")
+    report.update_readme(readme, page)
+    text = readme.read_text(encoding="utf-8")
+    assert "old" not in text and text.startswith("intro\n") and text.endswith("outro\n")
+    assert "#### Attention link" in text and "| al_both |" in text and "#### Graph-group attention" in text
+    readme.write_text("no markers", encoding="utf-8")
+    with pytest.raises(ValueError, match="markers"):
+        report.update_readme(readme, page)
