@@ -558,3 +558,38 @@ def test_kill_9_at_random_moments_never_breaks_resume(tmp_path):
 def _newest_step(output: Path) -> int:
     steps = [int(path.name.split("-")[1]) for path in output.glob("checkpoint-*") if path.name.split("-")[1].isdigit()]
     return max(steps, default=0)
+
+
+@pytest.mark.parametrize(
+    "state, args, reason",
+    [
+        ({"global_step": 10, "max_steps": 10, "num_train_epochs": 2}, {"num_train_epochs": 2}, "all 2 epochs trained"),
+        ({"global_step": 10, "max_steps": 10, "num_train_epochs": 2}, {"num_train_epochs": 3}, None),
+        ({"global_step": 4, "max_steps": 10}, {"max_steps": 4}, "max_steps 4 reached"),
+        ({"global_step": 4, "max_steps": 10}, {"max_steps": 8}, None),
+        (
+            {
+                "global_step": 4,
+                "stateful_callbacks": {"EarlyStoppingCallback": {"attributes": {"early_stopping_patience_counter": 3}}},
+            },
+            {
+                "max_steps": 8,
+                "early_stopping_patience": 3,
+                "load_best_model_at_end": True,
+                "eval_strategy": "steps",
+                "save_strategy": "steps",
+            },
+            "early stopping (3 evaluations without improvement)",
+        ),
+    ],
+    ids=["epochs done", "more epochs asked", "steps done", "more steps asked", "patience spent"],
+)
+def test_a_finished_run_is_recognised(tmp_path, state, args, reason):
+    from hf_graphtf.training.arguments import TranslationTrainingArguments
+    from hf_graphtf.training.trainer import finished_training
+
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state), encoding="utf-8")
+    training_args = TranslationTrainingArguments(
+        output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", **args
+    )
+    assert finished_training(str(tmp_path), training_args) == reason

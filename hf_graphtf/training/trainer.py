@@ -410,8 +410,16 @@ def finished_training(checkpoint: str, training_args: TranslationTrainingArgumen
     its step limit, its time budget or its early-stopping patience was used up."""
     with open(os.path.join(checkpoint, TRAINER_STATE_FILE), encoding="utf-8") as handle:
         state = json.load(handle)
-    if training_args.max_steps > 0 and state.get("global_step", 0) >= training_args.max_steps:
+    step = state.get("global_step", 0)
+    if training_args.max_steps > 0 and step >= training_args.max_steps:
         return f"max_steps {training_args.max_steps} reached"
+    epochs = training_args.num_train_epochs
+    if (
+        training_args.max_steps <= 0
+        and state.get("num_train_epochs") == epochs
+        and step >= state.get("max_steps", 1e18)
+    ):
+        return f"all {epochs:g} epochs trained"
     budget = training_args.max_train_minutes
     if budget is not None and trained_seconds_in(checkpoint) >= 60 * budget:
         return f"the {budget:g}-minute training budget was spent"
