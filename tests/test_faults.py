@@ -593,3 +593,11 @@ def test_a_finished_run_is_recognised(tmp_path, state, args, reason):
         output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", **args
     )
     assert finished_training(str(tmp_path), training_args) == reason
+
+
+def test_the_training_script_reports_a_bad_recipe_in_one_line(tmp_path):
+    recipe = write_recipe(tmp_path / "recipe.yaml", tiny_recipe(tmp_path / "corpus", tmp_path / "out", dropout=2.0))
+    result = run_python(str(TRAIN_SCRIPT), str(recipe))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("error: ModelArguments.dropout must be a probability")
+    assert "Traceback" not in result.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
@@ -734,8 +735,16 @@ def format_summary(results: dict[str, Any], output_dir: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Parse ``[recipe.yaml] [--flag value ...]``, run the recipe and print the summary."""
-    model_args, data_args, training_args = parse_recipe_args(argv)
+    """Parse ``[recipe.yaml] [--flag value ...]``, run the recipe and print the summary.
+
+    A recipe that cannot be read or holds a bad value ends with one ``error:`` line (exit status 2),
+    before any data work; the message names the field or the file and line.
+    """
+    try:
+        model_args, data_args, training_args = parse_recipe_args(argv)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     results = run_translation(model_args, data_args, training_args)
     if training_args.process_index == 0:
         print(format_summary(results, training_args.output_dir), flush=True)
