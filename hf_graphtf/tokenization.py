@@ -125,7 +125,7 @@ def _added_characters(pieces: list[list[Any]]) -> list[int]:
     if not pieces:
         return []
     lowest = min(score for _, score in pieces)
-    top = lowest + _ADDED_SCORE_STEP * len(pieces)
+    top = lowest + _ADDED_SCORE_STEP * sum(len(piece) == 1 for piece, _ in pieces)  # at most one step each
     found = []
     for i, (piece, score) in enumerate(pieces):
         steps = (score - lowest) / _ADDED_SCORE_STEP
