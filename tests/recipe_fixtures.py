@@ -146,6 +146,17 @@ def tiny_recipe(corpus: Path, output_dir: Path, **overrides: Any) -> dict[str, A
     return recipe
 
 
+def tiny_model_config(vocab_size: int, **options: Any):
+    """A `GraphMarianConfig` of a 2-layer d_model=16 model (pad 0, eos 1) with the given options."""
+    from hf_graphtf import GraphMarianConfig
+
+    sizes = {"d_model": 16, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 2}
+    sizes |= {"decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "max_position_embeddings": 64}
+    return GraphMarianConfig(
+        vocab_size=vocab_size, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, **sizes, **options
+    )
+
+
 def write_recipe(path: Path, recipe: dict[str, Any]) -> Path:
     path.write_text(yaml.safe_dump(recipe, sort_keys=False), encoding="utf-8")
     return path

@@ -7,10 +7,9 @@ import math
 
 import pytest
 import torch
-from recipe_fixtures import write_tiny_corpus
+from recipe_fixtures import tiny_model_config, write_tiny_corpus
 from transformers import AutoModelForSeq2SeqLM
 
-from hf_graphtf import GraphMarianConfig
 from hf_graphtf.analysis import attention_entropy_profile
 from hf_graphtf.cli import main as cli_main
 
@@ -19,22 +18,8 @@ TARGETS = ["w20 w21 w22", "w23 w24 w25 w26 w27", "w28", "w29 w30"]
 
 
 def _model(tokenizer, **options):
-    config = GraphMarianConfig(
-        vocab_size=len(tokenizer),
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        eos_token_id=1,
-        decoder_start_token_id=0,
-        **options,
-    )
     torch.manual_seed(0)
+    config = tiny_model_config(len(tokenizer), **options)
     return AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager").eval()
 
 

@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from recipe_fixtures import TRAIN_SCRIPT, run_python, subprocess_env, tiny_recipe, write_recipe, write_tiny_corpus
+from recipe_fixtures import (
+    TRAIN_SCRIPT,
+    run_python,
+    subprocess_env,
+    tiny_model_config,
+    tiny_recipe,
+    write_recipe,
+    write_tiny_corpus,
+)
 from safetensors.torch import load_file
 
 from hf_graphtf import GraphMarianConfig
@@ -287,21 +295,7 @@ def saved_model(tmp_path_factory, tiny_tokenizer) -> Path:
     from transformers import AutoModelForSeq2SeqLM
 
     folder = tmp_path_factory.mktemp("model")
-    config = GraphMarianConfig(
-        vocab_size=len(tiny_tokenizer),
-        d_model=16,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        eos_token_id=1,
-        decoder_start_token_id=0,
-        attention_link="both",
-    )
+    config = tiny_model_config(len(tiny_tokenizer), attention_link="both")
     AutoModelForSeq2SeqLM.from_config(config).save_pretrained(folder)
     tiny_tokenizer.save_pretrained(folder)
     return folder
