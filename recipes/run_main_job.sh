@@ -9,8 +9,9 @@
 #    ./.venv, created if needed);
 # 2. builds the offline Bible es-en corpus in data/bible-es-en;
 # 3. trains recipes/quickstart.yaml into outputs/quickstart with PROCESSES data-parallel CPU
-#    processes of one thread each (default 2; running again resumes there within the same time
-#    budget; delete the folder to start over) and prints test BLEU/chrF and sample translations.
+#    processes of one thread each (default 2; running again resumes an interrupted run within the
+#    same time budget and evaluates a finished one again; delete the folder to start over) and
+#    prints test BLEU/chrF and sample translations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
