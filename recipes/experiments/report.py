@@ -268,6 +268,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         if analysis:
             figure_paths += analysis_figures(rows_by, size, figures, grid)
     devices = sorted({row["device"] for row in rows})
+    budgets = grid.sizes.items()
     lines = [
         f"# Experiment results: grid `{grid.name}`",
         "",
@@ -277,10 +278,10 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         f"{_relative(grid.path)}`.",
         "",
         "Protocol: the committed Bible recipes with these overrides for every run: "
-        + ", ".join(f"`{key}: {value}`" for key, value in grid.common.items())
+        + ", ".join(f"`{key}: {_yaml(value)}`" for key, value in grid.common.items())
         + "; budgets per size: "
         + "; ".join(
-            f"{size}: " + ", ".join(f"`{k}: {v}`" for k, v in values.items()) for size, values in grid.sizes.items()
+            f"{size}: " + ", ".join(f"`{k}: {_yaml(v)}`" for k, v in values.items()) for size, values in budgets
         )
         + ". Test: full test split, beam 5, WEB reference, sacreBLEU "
         + (f"(`{rows[0]['test']['bleu_signature']}`)" if rows else "")
@@ -335,6 +336,11 @@ def update_readme(readme: Path, page: Path) -> None:
     before, rest = text.split(README_START, 1)
     after = rest.split(README_END, 1)[1]
     readme.write_text(f"{before}{README_START}\n{body}\n{README_END}{after}", encoding="utf-8")
+
+
+def _yaml(value: Any) -> str:
+    """A value as the grid file spells it (``true``, not ``True``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _relative(path: Path) -> str:
