@@ -557,8 +557,9 @@ def _newest_step(output: Path) -> int:
 @pytest.mark.parametrize(
     "state, args, reason",
     [
-        ({"global_step": 10, "max_steps": 10, "num_train_epochs": 2}, {"num_train_epochs": 2}, "all 2 epochs trained"),
-        ({"global_step": 10, "max_steps": 10, "num_train_epochs": 2}, {"num_train_epochs": 3}, None),
+        ({"global_step": 10, "max_steps": 10, "epoch": 2.0}, {"num_train_epochs": 2}, "all 2 epochs trained"),
+        ({"global_step": 10, "max_steps": 10, "epoch": 2.0}, {"num_train_epochs": 3}, None),
+        ({"global_step": 12, "max_steps": 12, "epoch": 1.2, "num_train_epochs": 2}, {"num_train_epochs": 2}, None),
         ({"global_step": 4, "max_steps": 10}, {"max_steps": 4}, "max_steps 4 reached"),
         ({"global_step": 4, "max_steps": 10}, {"max_steps": 8}, None),
         (
@@ -576,7 +577,7 @@ def _newest_step(output: Path) -> int:
             "early stopping (3 evaluations without improvement)",
         ),
     ],
-    ids=["epochs done", "more epochs asked", "steps done", "more steps asked", "patience spent"],
+    ids=["epochs done", "more epochs asked", "max_steps stop mid-epoch", "steps done", "more steps asked", "patience"],
 )
 def test_a_finished_run_is_recognised(tmp_path, state, args, reason):
     from hf_graphtf.training.arguments import TranslationTrainingArguments

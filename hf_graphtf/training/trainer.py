@@ -415,11 +415,7 @@ def finished_training(checkpoint: str, training_args: TranslationTrainingArgumen
     if training_args.max_steps > 0 and step >= training_args.max_steps:
         return f"max_steps {training_args.max_steps} reached"
     epochs = training_args.num_train_epochs
-    if (
-        training_args.max_steps <= 0
-        and state.get("num_train_epochs") == epochs
-        and step >= state.get("max_steps", 1e18)
-    ):
+    if training_args.max_steps <= 0 and state.get("epoch", 0.0) >= epochs - 1e-6:
         return f"all {epochs:g} epochs trained"
     budget = training_args.max_train_minutes
     if budget is not None and trained_seconds_in(checkpoint) >= 60 * budget:
