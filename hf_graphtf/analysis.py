@@ -131,7 +131,10 @@ def plot_gate_profile(profile: Mapping[str, Any], path: str | Path, title: str =
     figure, axes = plt.subplots(figsize=(6, 4))
     for layer, buckets in profile["layers"].items():
         labels = list(buckets)
-        axes.plot(labels, [buckets[label][group] for label in labels], marker="o", label=f"layer {layer}")
+        # graph attention replaces encoder layers 2..N, so graph layer k is encoder layer k + 1
+        axes.plot(
+            labels, [buckets[label][group] for label in labels], marker="o", label=f"encoder layer {int(layer) + 1}"
+        )
     axes.set_xlabel("source length (words)")
     axes.set_ylabel("gate weight of the high-order group" if group == "w" else "weight of the high-order group")
     axes.set_title(title or f"graph gates ({profile['fusion']})")
@@ -157,6 +160,7 @@ def plot_attention_entropy(profiles: Mapping[str, Mapping[str, Any]], path: str 
             panel.plot(range(1, len(values) + 1), values, marker="o", label=name)
         panel.set_title(f"{kind} attention")
         panel.set_xlabel("layer")
+        panel.xaxis.get_major_locator().set_params(integer=True)
     axes[0].set_ylabel("mean entropy (nats)")
     axes[-1].legend(fontsize="small")
     figure.tight_layout()
