@@ -20,11 +20,16 @@ EXPERIMENTS = REPO_ROOT / "recipes" / "experiments"
 @pytest.fixture(scope="module")
 def experiments():
     """The grid modules, imported as the scripts import each other (top-level, from their folder)."""
+    names = ("grid", "run_grid", "report")
+    shadowed = {name: sys.modules.pop(name) for name in names if name in sys.modules}  # e.g. benchmarks' report
     sys.path.insert(0, str(EXPERIMENTS))
     try:
-        yield {name: importlib.import_module(name) for name in ("grid", "run_grid", "report")}
+        yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(EXPERIMENTS))
+        for name in names:
+            sys.modules.pop(name, None)
+        sys.modules.update(shadowed)
 
 
 def write_grid(base: Path, seeds=(1, 2)) -> Path:
