@@ -109,7 +109,9 @@ def comparison_table(
             if variant == "vanilla" or not runs or not base:
                 cells += ["", ""]
             else:
-                delta = statistics.mean(bleu) - statistics.mean(row["test"]["bleu"] for row in base)
+                seeds = {row["seed"] for row in runs}
+                paired = [row for row in base if row["seed"] in seeds] or base  # same seeds as the variant's
+                delta = statistics.mean(bleu) - statistics.mean(row["test"]["bleu"] for row in paired)
                 p_value = paired_bootstrap(base, runs, references[size]) if size in references else None
                 cells += [f"{delta:+.2f}", "–" if p_value is None else f"{p_value:.3f}"]
             cells.append(mean_sd([row["test"]["bleu_tokenized"] for row in runs]))
@@ -285,7 +287,8 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         )
         + ". Test: full test split, beam 5, WEB reference, sacreBLEU "
         + (f"(`{rows[0]['test']['bleu_signature']}`)" if rows else "")
-        + ". Cells: mean ± sd over seeds; Δ: difference of means from vanilla; p: sacreBLEU paired bootstrap "
+        + ". Cells: mean ± sd over seeds; Δ: difference of means from vanilla on the same seeds; "
+        "p: sacreBLEU paired bootstrap "
         f"({BOOTSTRAP_SAMPLES} samples) on the seeds' pooled translations. tok. BLEU: Moses-tokenized, the papers' "
         "multi-bleu convention.",
         "",
