@@ -22,6 +22,8 @@ from ..configuration import (
     ATTENTION_LINK_KERNELS,
     ATTENTION_LINK_MODES,
     GRAPH_FUSIONS,
+    POSITIVE_SIZE_FIELDS,
+    RATE_FIELDS,
     validate_graph_options,
     validate_sizes,
 )
@@ -101,21 +103,7 @@ class ModelArguments:
 
     def size_options(self) -> dict[str, Any]:
         """Size and regularisation fields, passed to the config unchanged."""
-        names = (
-            "d_model",
-            "encoder_layers",
-            "decoder_layers",
-            "encoder_attention_heads",
-            "decoder_attention_heads",
-            "encoder_ffn_dim",
-            "decoder_ffn_dim",
-            "dropout",
-            "attention_dropout",
-            "activation_dropout",
-            "activation_function",
-            "max_position_embeddings",
-            "scale_embedding",
-        )
+        names = (*POSITIVE_SIZE_FIELDS, *RATE_FIELDS, "activation_function", "scale_embedding")
         return {name: getattr(self, name) for name in names}
 
 
