@@ -147,9 +147,9 @@ def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, p
         if row_size != size or not runs[0]["test"].get("bleu_by_length"):
             continue
         labels = list(runs[0]["test"]["bleu_by_length"])
-        means = [
-            statistics.mean(run["test"]["bleu_by_length"][label]["bleu"] or 0.0 for run in runs) for label in labels
-        ]
+        # a bucket without sentences has no BLEU: a gap in the line, not a zero
+        scores = [[run["test"]["bleu_by_length"][label]["bleu"] for run in runs] for label in labels]
+        means = [statistics.mean(s) if None not in s else float("nan") for s in scores]
         axes.plot(labels, means, marker="o", label=variant)
         drawn = True
     if not drawn:
