@@ -122,6 +122,28 @@ def test_the_report_lists_every_run_with_tables_tests_and_figures(finished_grid,
         assert f"figures/tiny/{name}.png" in page
 
 
+def test_jobs_run_side_by_side_and_a_failed_run_starts_no_more(tmp_path, experiments, capsys):
+    """``--jobs 2``: the runs overlap, the parent alone writes rows, and after a failed run the running
+    one finishes with its row while the queued one never starts."""
+    path = write_grid(tmp_path, seeds=(1,))
+    spec = yaml.safe_load(path.read_text())
+    broken = write_recipe(tmp_path / "broken.yaml", {**yaml.safe_load((tmp_path / "vanilla.yaml").read_text())})
+    spec["variants"] = {
+        "vanilla": spec["variants"]["vanilla"],
+        "broken": {"recipe": str(broken), "options": {"dropout": 2.0}},  # refused by the training script
+        "al_both": spec["variants"]["al_both"],
+    }
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))  # the runs start in this order
+    grid = experiments["grid"].Grid.load(path)
+    assert experiments["run_grid"].main([str(path), "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "vanilla-small-seed1: started" in out and "broken-small-seed1: started" in out
+    assert "broken-small-seed1 failed (exit 2)" in out
+    rows = experiments["grid"].read_results(grid.results)
+    assert [(row["run"], row["concurrent_runs"]) for row in rows] == [("vanilla-small-seed1", 2)]
+    assert not (grid.output_root / "al_both-small-seed1").exists()
+
+
 def test_grid_errors_name_the_problem(tmp_path, experiments):
     path = write_grid(tmp_path)
     grid_module = experiments["grid"]

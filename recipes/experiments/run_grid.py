@@ -2,6 +2,7 @@
 
     python recipes/experiments/run_grid.py recipes/experiments/grid_bible_cpu.yaml --variants core --sizes 10k
     python recipes/experiments/run_grid.py GRID --processes 2        # two data-parallel CPU processes per run
+    python recipes/experiments/run_grid.py GRID --jobs 8             # eight runs at a time (sharing one GPU)
     python recipes/experiments/run_grid.py GRID --dry-run            # list the runs and their state
 
 A run whose name is already in the results file is skipped; a run with checkpoints in its output
@@ -21,8 +22,9 @@ import platform
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from grid import REPO_ROOT, Grid, Run, read_results
 
@@ -101,8 +103,11 @@ def test_scores(output_dir: Path, results: dict[str, Any], corpus: str, split: s
     }
 
 
-def results_row(run: Run, grid: Grid, processes: int, wall_seconds: float) -> dict[str, Any]:
-    """The JSON line of a finished run, from its results.json and saved translations."""
+def results_row(run: Run, grid: Grid, processes: int, wall_seconds: float, concurrent_runs: int = 1) -> dict[str, Any]:
+    """The JSON line of a finished run, from its results.json and saved translations.
+
+    ``concurrent_runs`` is recorded because runs sharing a device are slower each: their speed
+    columns compare only with runs made at the same concurrency."""
     from hf_graphtf.training.arguments import load_recipe
 
     output = run.output_dir
@@ -124,6 +129,7 @@ def results_row(run: Run, grid: Grid, processes: int, wall_seconds: float) -> di
         "overrides": {key: value for key, value in run.overrides.items() if key != "output_dir"},
         "options": results["model"]["options"],
         "device": device_name(processes),
+        "concurrent_runs": concurrent_runs,
         "steps": train.get("global_step"),
         "epochs": round(epochs, 3),
         "wall_seconds": round(wall_seconds, 1),
@@ -142,34 +148,74 @@ def _relative(path: Path) -> str:
     return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
-def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False) -> int:
-    """Run what is not finished yet, appending a row after each; returns how many runs finished now."""
+def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False, jobs: int = 1) -> int:
+    """Run what is not finished yet, ``jobs`` runs at a time, appending a row as each finishes.
+
+    Runs start in the grid's order (seed-major). Rows are written by this process only, one line per
+    finished run, so concurrent runs never interleave in the results file. After a failed run no new
+    run starts; the ones already running finish and keep their rows. Returns how many runs finished now.
+    """
     done = {row["run"] for row in read_results(grid.results) if row.get("grid") == grid.name}
-    finished = 0
+    pending = []
     for index, run in enumerate(runs, start=1):
         state = "done" if run.name in done else ("resumes" if run.output_dir.exists() else "to run")
         print(f"[{index}/{len(runs)}] {run.name}: {state}", flush=True)
-        if dry_run or run.name in done:
-            continue
+        if run.name not in done:
+            pending.append(run)
+    if dry_run:
+        return 0
+    running: list[_Running] = []
+    finished, failed = 0, False
+    while pending or running:
+        while pending and not failed and len(running) < jobs:
+            running.append(_Running.start(pending.pop(0), processes))
+        if not running:
+            break
+        time.sleep(0.2 if jobs > 1 else 0)
+        for job in [job for job in running if job.process.poll() is not None or jobs == 1]:
+            code = job.wait()
+            running.remove(job)
+            if code != 0:
+                print(f"  {job.run.name} failed (exit {code}); see {job.run.output_dir / 'train.log'}", flush=True)
+                failed = True
+                continue
+            row = results_row(job.run, grid, processes, time.monotonic() - job.started, concurrent_runs=jobs)
+            grid.results.parent.mkdir(parents=True, exist_ok=True)
+            with open(grid.results, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            finished += 1
+            print(
+                f"  {job.run.name}: test BLEU {row['test']['bleu']}  chrF {row['test']['chrf']}"
+                f"  ({row['wall_seconds']:.0f} s)",
+                flush=True,
+            )
+    return finished
+
+
+@dataclass
+class _Running:
+    """One run's training process, started in the background with its log file open."""
+
+    run: Run
+    process: subprocess.Popen
+    log: IO[str]
+    started: float
+
+    @classmethod
+    def start(cls, run: Run, processes: int) -> _Running:
         command = train_command(run, processes)
         run.output_dir.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        with open(run.output_dir / "train.log", "a", encoding="utf-8") as log:
-            log.write(f"$ {' '.join(command)}\n")
-            log.flush()
-            code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-        if code != 0:
-            print(f"  failed (exit {code}); see {run.output_dir / 'train.log'}", flush=True)
-            return finished
-        row = results_row(run, grid, processes, time.monotonic() - started)
-        grid.results.parent.mkdir(parents=True, exist_ok=True)
-        with open(grid.results, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        finished += 1
-        print(
-            f"  test BLEU {row['test']['bleu']}  chrF {row['test']['chrf']}  ({row['wall_seconds']:.0f} s)", flush=True
-        )
-    return finished
+        log = open(run.output_dir / "train.log", "a", encoding="utf-8")  # noqa: SIM115 - closed by wait()
+        log.write(f"$ {' '.join(command)}\n")
+        log.flush()
+        print(f"  {run.name}: started", flush=True)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        return cls(run, process, log, time.monotonic())
+
+    def wait(self) -> int:
+        code = self.process.wait()
+        self.log.close()
+        return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,11 +225,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", help="comma-separated sizes (default: all)")
     parser.add_argument("--seeds", help="comma-separated seeds (default: the grid's)")
     parser.add_argument("--processes", type=int, default=1, help="data-parallel processes per run (accelerate)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time (several small runs can share one GPU; on a CPU, jobs x processes x threads "
+        "should not exceed the cores)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their state, run nothing")
     args = parser.parse_args(argv)
     grid = Grid.load(args.grid)
     runs = grid.runs(args.variants, args.sizes, args.seeds)
-    run_grid(grid, runs, args.processes, args.dry_run)
+    if args.jobs < 1 or args.processes < 1:
+        parser.error("--jobs and --processes must be at least 1")
+    run_grid(grid, runs, args.processes, args.dry_run, args.jobs)
     return 0
 
 
