@@ -18,7 +18,8 @@ from safetensors.torch import load_file
 from hf_graphtf.tokenization import train_joint_tokenizer
 from hf_graphtf.training import parse_recipe_args, run_translation
 from hf_graphtf.training.batching import TokenBatchSampler, token_batches
-from hf_graphtf.training.budget import TrainingTimeBudget, trained_seconds_in
+from hf_graphtf.training.budget import TrainingTimeBudget, _largest, trained_seconds_in
+from hf_graphtf.training.schedule import cooldown_factor, with_cooldown
 
 
 def _lengths(n=500, seed=0):
@@ -138,6 +139,78 @@ def test_time_budget_counts_the_time_of_earlier_runs():
     assert control.should_training_stop and budget.stopped_at_step == 7
     with pytest.raises(ValueError, match="positive"):
         TrainingTimeBudget(0)
+
+
+# --------------------------------------------------------------------------- learning-rate cool-down
+
+
+def test_cooldown_keeps_the_schedule_then_falls_linearly_to_zero():
+    from transformers import get_scheduler
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5)
+    plain = get_scheduler("inverse_sqrt", torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5), 4)
+    cooled = with_cooldown(get_scheduler("inverse_sqrt", optimizer, 4), 0.25, lambda step: step / 40)
+    for step in range(1, 41):
+        optimizer.step()
+        cooled.step()
+        plain.step()
+        expected = plain.get_last_lr()[0] * (1.0 if step <= 30 else (40 - step) / 10)
+        assert cooled.get_last_lr()[0] == pytest.approx(expected, rel=1e-12, abs=1e-15), step
+    assert cooled.get_last_lr()[0] == 0.0
+    assert cooldown_factor(0.5, 0.2) == 1.0 and cooldown_factor(0.9, 0.2) == pytest.approx(0.5)
+    assert cooldown_factor(1.3, 0.2) == 0.0  # past the budget (the last step of a time budget)
+    assert "_lr_lambdas" not in cooled.state_dict() or not any(cooled.state_dict()["_lr_lambdas"])
+    with pytest.raises(ValueError, match="LambdaLR"):
+        with_cooldown(torch.optim.lr_scheduler.StepLR(optimizer, 5), 0.2, lambda step: 0.0)
+
+
+def _logged_learning_rates(output_dir) -> dict[int, float]:
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    return {entry["step"]: entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry}
+
+
+def test_recipe_cools_down_to_zero_at_max_steps(tmp_path):
+    _run(tmp_path, "plain", max_steps=8)
+    cooled = _run(tmp_path, "cooled", max_steps=8, lr_cooldown_fraction=0.5)
+    assert cooled["training"]["lr_cooldown_fraction"] == 0.5
+    before, after = _logged_learning_rates(tmp_path / "plain"), _logged_learning_rates(tmp_path / "cooled")
+    # the Trainer logs the rate its update used: the factors of the step before (the cool-down after 4 of 8)
+    for step in range(1, 9):
+        assert after[step] == pytest.approx(before[step] * min(1.0, (9 - step) / 4), rel=1e-9, abs=1e-15), step
+    assert after[8] == pytest.approx(before[8] / 4) and cooled["train"]["global_step"] == 8
+
+
+def test_recipe_with_a_time_budget_cools_down_by_minutes_spent(tmp_path):
+    """With ``max_train_minutes`` the share of the budget is time, not steps: a 3-second budget ends near
+    a learning rate of zero although only a few of the 500 steps are done (step share under 0.2)."""
+    results = _run(tmp_path, "timed", max_steps=500, max_train_minutes=0.05, lr_cooldown_fraction=0.5)
+    assert results["train"]["stopped_by_time_budget"]
+    rates = _logged_learning_rates(tmp_path / "timed")
+    last = max(rates)
+    assert 4 < last < 100 and rates[3] == pytest.approx(0.003)  # the warm-up peak, before the cool-down
+    assert rates[last] < 0.5 * 0.003 * (2 / (last - 1)) ** 0.5  # inverse_sqrt alone would give exactly that
+
+
+def _largest_in_process(rank: int, init_file: str, results):
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    results[rank] = _largest(10.0 + rank * 2.5)
+    torch.distributed.destroy_process_group()
+
+
+def test_every_process_sees_the_largest_spent_time(tmp_path):
+    """The budget's seconds (which the stop decision and the cool-down read) agree across processes:
+    otherwise the processes would stop at different steps, or update with different learning rates."""
+    context = torch.multiprocessing.get_context("spawn")
+    results = context.Manager().dict()
+    processes = [
+        context.Process(target=_largest_in_process, args=(rank, str(tmp_path / "init"), results)) for rank in (0, 1)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(60)
+    assert [process.exitcode for process in processes] == [0, 0]
+    assert dict(results) == {0: 12.5, 1: 12.5}
 
 
 def test_repeated_token_share_counts_stuttering_outputs():

@@ -267,9 +267,12 @@ def test_transformers_inverse_sqrt_is_the_papers_schedule():
 
 
 def test_two_process_cpu_run_with_accelerate(tmp_path):
-    """Data-parallel training on CPU (gloo) through `accelerate launch`."""
+    """Data-parallel training on CPU (gloo) through `accelerate launch`, reloading the best checkpoint."""
     corpus = write_tiny_corpus(tmp_path / "corpus")
-    recipe = tiny_recipe(corpus, tmp_path / "out", max_steps=2, save_steps=2, max_tokens_per_batch=120)
+    recipe = tiny_recipe(
+        corpus, tmp_path / "out", max_steps=4, max_tokens_per_batch=120, load_best_model_at_end=True,
+        metric_for_best_model="loss", greater_is_better=True,  # the worse checkpoint: best is not last
+    )  # fmt: skip
     recipe = write_recipe(tmp_path / "recipe.yaml", recipe)  # token batches: each process its own share
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     # --multi_gpu selects the torchrun launcher; with use_cpu (set by the recipe) the processes join a gloo group.
@@ -280,7 +283,11 @@ def test_two_process_cpu_run_with_accelerate(tmp_path):
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["training"]["world_size"] == 2
     assert results["train"]["distributed_type"] == "MULTI_CPU"
-    assert results["train"]["global_step"] == 2
+    assert results["train"]["global_step"] == 4
+    # every process reloads the best checkpoint (one left with its last weights would translate its
+    # share of the test split with those)
+    assert "Could not locate the best model" not in result.stdout + result.stderr
+    assert Path(results["train"]["best_checkpoint"]).parent == tmp_path / "out"
     assert results["training"]["max_tokens_per_batch"] == 120 and results["train"]["batches_per_epoch"] > 4
     assert "bleu" in results["test"]
     assert result.stdout.count("Model, tokenizer, card") == 1  # only the main process reports

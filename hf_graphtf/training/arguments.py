@@ -223,6 +223,15 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         },
     )
 
+    lr_cooldown_fraction: float = field(
+        default=0.0,
+        metadata={
+            "help": "The last share of the training budget (max_steps or num_train_epochs, or max_train_minutes, "
+            "whichever runs out first) over which the learning rate falls linearly to zero, on top of "
+            "lr_scheduler_type; 0 (default) keeps the schedule as it is."
+        },
+    )
+
     def __post_init__(self) -> None:
         if self.disable_tqdm is None:  # progress bars on a terminal, one line per log event in a log file
             self.disable_tqdm = not sys.stderr.isatty()
@@ -239,6 +248,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"max_tokens_per_batch must be a positive number; got {self.max_tokens_per_batch}.")
         if self.max_train_minutes is not None and not self.max_train_minutes > 0:
             raise ValueError(f"max_train_minutes must be a positive number; got {self.max_train_minutes}.")
+        if not 0.0 <= self.lr_cooldown_fraction < 1.0:
+            raise ValueError(f"lr_cooldown_fraction must lie in [0, 1); got {self.lr_cooldown_fraction}.")
         if self.early_stopping_patience is not None and not self.load_best_model_at_end:
             raise ValueError(
                 "early_stopping_patience needs load_best_model_at_end: true (and matching eval/save strategies), "

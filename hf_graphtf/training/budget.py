@@ -5,7 +5,8 @@ step and stops; the recipe then reloads the best checkpoint (``load_best_model_a
 the test split as after any other run. The minutes are those of training (evaluations during
 training included) summed over interrupted and resumed runs: the spent seconds are saved in every
 checkpoint's ``trainer_state.json`` and read back on resume. With several processes all of them
-stop at the same step (the decision is reduced across processes), or the collective calls would hang.
+stop at the same step, or the collective calls would hang: the spent seconds are the largest over the
+processes, so every process sees the same number (which the learning-rate cool-down also reads).
 """
 
 from __future__ import annotations
@@ -35,9 +36,14 @@ class TrainingTimeBudget(TrainerCallback, ExportableState):
     def on_train_begin(self, args, state, control, **kwargs):
         self._started = time.monotonic()
 
+    @property
+    def spent_fraction(self) -> float:
+        """The share of the budget spent so far (the same on every process)."""
+        return self.trained_seconds / (60 * self.max_minutes)
+
     def on_step_end(self, args, state, control, **kwargs):
-        self.trained_seconds = self._before_this_run + time.monotonic() - self._started
-        if _any_process(self.trained_seconds >= 60 * self.max_minutes) and not control.should_training_stop:
+        self.trained_seconds = _largest(self._before_this_run + time.monotonic() - self._started)
+        if self.trained_seconds >= 60 * self.max_minutes and not control.should_training_stop:
             self.stopped_at_step = state.global_step
             control.should_training_stop = True
             control.should_save = args.save_strategy != "no"
@@ -48,15 +54,15 @@ class TrainingTimeBudget(TrainerCallback, ExportableState):
         return {"args": {"max_minutes": self.max_minutes}, "attributes": {"trained_seconds": self.trained_seconds}}
 
 
-def _any_process(flag: bool) -> bool:
-    """True on every process when ``flag`` is true on any (a no-op without torch.distributed)."""
+def _largest(seconds: float) -> float:
+    """The largest of ``seconds`` over all processes (``seconds`` itself without torch.distributed)."""
     if not (dist.is_available() and dist.is_initialized()):
-        return flag
-    value = torch.tensor([1.0 if flag else 0.0])
+        return seconds
+    value = torch.tensor([seconds], dtype=torch.float64)
     if dist.get_backend() == "nccl":
         value = value.cuda()
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return bool(value.item())
+    return float(value.item())
 
 
 def trained_seconds_in(checkpoint: str | None) -> float:

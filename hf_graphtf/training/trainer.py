@@ -55,6 +55,7 @@ from .checkpoints import (
 from .log_lines import LogLines
 from .metrics import build_compute_metrics, decode_token_ids, translation_report
 from .pretrained import FAMILY_OF_MODEL_TYPE, load_pretrained_with_options
+from .schedule import with_cooldown
 
 logger = logging.get_logger(__name__)
 
@@ -67,6 +68,7 @@ HUB_IGNORE_PATTERNS = ["_*", "checkpoint-*", ".checkpoint-staging/*", "runs/*", 
 RECORDED_TRAINING_ARGS = (
     "learning_rate",
     "lr_scheduler_type",
+    "lr_cooldown_fraction",
     "warmup_steps",
     "per_device_train_batch_size",
     "gradient_accumulation_steps",
@@ -128,8 +130,13 @@ class TranslationTrainer(Seq2SeqTrainer):
 
     token_sampler: TokenBatchSampler | None = None
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, time_budget: TrainingTimeBudget | None = None, **kwargs):
+        """``time_budget`` (``max_train_minutes``) stops training, and its spent share drives the
+        learning-rate cool-down (``lr_cooldown_fraction``)."""
         super().__init__(*args, **kwargs)
+        self.time_budget = time_budget
+        if time_budget is not None:
+            self.add_callback(time_budget)
         self.add_callback(_SamplerEpoch(self))
         if self.args.disable_tqdm:
             self.remove_callback(PrinterCallback)
@@ -149,6 +156,20 @@ class TranslationTrainer(Seq2SeqTrainer):
             seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
         )
         return self.token_sampler
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        """The Trainer's schedule, cooled down to zero over the budget's last ``lr_cooldown_fraction``."""
+        created = self.lr_scheduler is None
+        scheduler = super().create_scheduler(num_training_steps, optimizer)
+        if created and self.args.lr_cooldown_fraction > 0:
+            budget = self.time_budget
+
+            def progress(step: int) -> float:
+                spent = step / num_training_steps if num_training_steps > 0 else 0.0
+                return max(spent, budget.spent_fraction) if budget is not None else spent
+
+            with_cooldown(scheduler, self.args.lr_cooldown_fraction, progress)
+        return scheduler
 
     _staging_root: str | None = None
 
@@ -170,9 +191,13 @@ class TranslationTrainer(Seq2SeqTrainer):
         finally:
             self._staging_root = None
         self.accelerator.wait_for_everyone()
+        # every process, not only the saving one: each reloads the best checkpoint at the end of training,
+        # and one still holding the staging path would keep its last weights and translate with those
+        best_is_this_one = self.state.best_model_checkpoint == staged
+        if best_is_this_one:
+            self.state.best_model_checkpoint = final
         if self.args.should_save:
-            if self.state.best_model_checkpoint == staged:
-                self.state.best_model_checkpoint = final
+            if best_is_this_one:
                 self.state.save_to_json(os.path.join(staged, TRAINER_STATE_FILE))
             publish_checkpoint(staged, final)
             rotate_checkpoints(
@@ -649,7 +674,6 @@ def run_translation(
     budget = None
     if training_args.max_train_minutes is not None:
         budget = TrainingTimeBudget(training_args.max_train_minutes, trained_seconds_in(checkpoint))
-        all_callbacks.append(budget)
     trainer = TranslationTrainer(
         model=model,
         args=training_args,
@@ -659,6 +683,7 @@ def run_translation(
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=data_args.pad_to_multiple_of),
         compute_metrics=build_compute_metrics(tokenizer),
         callbacks=all_callbacks,
+        time_budget=budget,
     )
 
     check_launch_engine(trainer)
