@@ -162,14 +162,22 @@ def test_grid_errors_name_the_problem(tmp_path, experiments):
         grid_module.read_results(results)
 
 
-def test_the_committed_grid_reads_and_names_committed_recipes(experiments):
-    grid = experiments["grid"].Grid.load(EXPERIMENTS / "grid_bible_cpu.yaml")
+@pytest.mark.parametrize("name", ["grid_bible_cpu.yaml", "grid_bible_gpu.yaml"])
+def test_the_committed_grids_read_and_name_committed_recipes(experiments, name):
+    grid = experiments["grid"].Grid.load(EXPERIMENTS / name)
     runs = grid.runs("core", "10k")
-    assert len(runs) == 4 * len(grid.seeds)
+    assert len(runs) == 4 * len(grid.seeds) == 12
     assert {run.variant for run in runs} == {"vanilla", "al_both", "graph_gate", "graph_half_gate"}
+    assert len(grid.runs()) == 11 * 2 * 3  # the variants, both sizes, three seeds
     command = experiments["run_grid"].train_command(runs[0], processes=2)
     assert "--multi_gpu" in command and "--max_steps" in command and "--seed" in command
     assert json.dumps(grid.common)  # plain values only
+    # every override is an argument of the training script (a typo would fail the run, not the grid)
+    from hf_graphtf.training.arguments import ARGUMENT_CLASSES
+
+    known = {field for cls in ARGUMENT_CLASSES for field in cls.__dataclass_fields__}
+    for run in grid.runs():
+        assert set(run.overrides) <= known, set(run.overrides) - known
 
 
 def test_the_readme_gets_the_generated_tables(finished_grid, experiments, tmp_path):
