@@ -171,8 +171,10 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
             running.append(_Running.start(pending.pop(0), processes))
         if not running:
             break
-        time.sleep(0.2 if jobs > 1 else 0)
-        for job in [job for job in running if job.process.poll() is not None or jobs == 1]:
+        ended = [job for job in running if job.process.poll() is not None]
+        if not ended:
+            time.sleep(0.5)  # runs take minutes: polling costs nothing next to them
+        for job in ended:
             code = job.wait()
             running.remove(job)
             if code != 0:
