@@ -160,6 +160,9 @@ def test_grid_errors_name_the_problem(tmp_path, experiments):
     results.write_text('{"run": "a"}\n{broken\n', encoding="utf-8")
     with pytest.raises(ValueError, match="results.jsonl, line 2"):
         grid_module.read_results(results)
+    for flag in ("--jobs", "--processes"):  # refused before the grid is read or anything runs
+        with pytest.raises(SystemExit):
+            experiments["run_grid"].main([str(tmp_path / "no-such-grid.yaml"), flag, "0"])
 
 
 @pytest.mark.parametrize("name", ["grid_bible_cpu.yaml", "grid_bible_gpu.yaml"])
@@ -178,6 +181,12 @@ def test_the_committed_grids_read_and_name_committed_recipes(experiments, name):
     known = {field for cls in ARGUMENT_CLASSES for field in cls.__dataclass_fields__}
     for run in grid.runs():
         assert set(run.overrides) <= known, set(run.overrides) - known
+
+
+def test_the_gpu_grid_runs_the_cpu_grids_variants(experiments):
+    """The GPU grid repeats the CPU grid's variant list (a grid file has no includes): they must not drift."""
+    cpu, gpu = (experiments["grid"].Grid.load(EXPERIMENTS / f"grid_bible_{kind}.yaml") for kind in ("cpu", "gpu"))
+    assert gpu.variants == cpu.variants and gpu.core == cpu.core and gpu.seeds == cpu.seeds
 
 
 def test_the_readme_gets_the_generated_tables(finished_grid, experiments, tmp_path):

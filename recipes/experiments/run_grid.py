@@ -106,8 +106,8 @@ def test_scores(output_dir: Path, results: dict[str, Any], corpus: str, split: s
 def results_row(run: Run, grid: Grid, processes: int, wall_seconds: float, concurrent_runs: int = 1) -> dict[str, Any]:
     """The JSON line of a finished run, from its results.json and saved translations.
 
-    ``concurrent_runs`` is recorded because runs sharing a device are slower each: their speed
-    columns compare only with runs made at the same concurrency."""
+    ``concurrent_runs`` is the ``--jobs`` setting the run was made under (at most that many ran side by
+    side): runs sharing a device are slower each, so speed columns compare only at the same setting."""
     from hf_graphtf.training.arguments import load_recipe
 
     output = run.output_dir
@@ -236,10 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their state, run nothing")
     args = parser.parse_args(argv)
-    grid = Grid.load(args.grid)
-    runs = grid.runs(args.variants, args.sizes, args.seeds)
     if args.jobs < 1 or args.processes < 1:
         parser.error("--jobs and --processes must be at least 1")
+    grid = Grid.load(args.grid)
+    runs = grid.runs(args.variants, args.sizes, args.seeds)
     run_grid(grid, runs, args.processes, args.dry_run, args.jobs)
     return 0
 
