@@ -20,12 +20,18 @@ from .training.metrics import length_bucket_labels, source_length_bucket
 __all__ = ["attention_entropy_profile", "graph_gate_profile", "plot_attention_entropy", "plot_gate_profile"]
 
 ATTENTION_KINDS = ("encoder", "decoder", "cross")
+# Layers are numbered as Transformers indexes them (and as the config docs do: graph attention in
+# layers 1..N-1), so that a number in a figure or JSON file is the module a user would inspect.
+LAYER_INDEX = "i in model.model.encoder.layers[i] / decoder.layers[i], from 0"
 
 
 def graph_gate_profile(
     tokenizer: Any, model: Any, texts: Sequence[str], edges: Sequence[int], batch_size: int = 32
 ) -> dict[str, Any]:
     """Mean graph-gate values per encoder layer and source-length bucket (the MoG papers' analysis).
+
+    Layers are keyed by their index in ``model.model.encoder.layers`` ("1" .. "N-1"; layer 0 has no
+    graph attention).
 
     ``gate`` fusion: the mean of the sigmoid gate w (weight of the high/middle-order groups against the
     low-order one) over positions and channels. ``self_gate``: the mean weight of each of the four groups.
@@ -42,6 +48,7 @@ def graph_gate_profile(
         with torch.inference_mode():
             gates = model(**inputs, decoder_input_ids=start, output_graph_gates=True).encoder_graph_gates
         mask = inputs["attention_mask"].unsqueeze(-1).to(torch.float32)
+        # one gate per graph layer: encoder.layers[1:] (layer 0 keeps standard self-attention)
         for layer, gate in enumerate(gates, start=1):
             per_sentence = (gate.float() * mask).sum(1) / mask.sum(1)  # (batch, channels)
             if fusion == "gate":
@@ -52,7 +59,7 @@ def graph_gate_profile(
                 counts[key] = counts.get(key, 0) + 1
     groups = ["w"] if fusion == "gate" else ["high", "middle_inc", "middle_prev", "low"]
     layers = sorted({layer for layer, _ in sums})
-    profile: dict[str, Any] = {"fusion": fusion, "groups": groups, "layers": {}}
+    profile: dict[str, Any] = {"fusion": fusion, "groups": groups, "layer_index": LAYER_INDEX, "layers": {}}
     for layer in layers:
         profile["layers"][str(layer)] = {
             labels[b]: {
@@ -109,11 +116,11 @@ def attention_entropy_profile(
             "cross": (output.cross_attentions, decoder_mask),
         }
         for kind, (layers, mask) in per_kind.items():
-            for layer, weights in enumerate(layers, start=1):
+            for layer, weights in enumerate(layers):
                 total, rows = _entropy(weights, mask)
                 sums[(kind, layer)] = sums.get((kind, layer), 0.0) + total
                 counts[(kind, layer)] = counts.get((kind, layer), 0.0) + rows
-    profile: dict[str, Any] = {"unit": "nats", "sentences": len(sources)}
+    profile: dict[str, Any] = {"unit": "nats", "sentences": len(sources), "layer_index": LAYER_INDEX}
     for kind in ATTENTION_KINDS:
         layers = sorted(layer for k, layer in sums if k == kind)
         profile[kind] = [round(sums[(kind, layer)] / counts[(kind, layer)], 4) for layer in layers]
@@ -131,10 +138,7 @@ def plot_gate_profile(profile: Mapping[str, Any], path: str | Path, title: str =
     figure, axes = plt.subplots(figsize=(6, 4))
     for layer, buckets in profile["layers"].items():
         labels = list(buckets)
-        # graph attention replaces encoder layers 2..N, so graph layer k is encoder layer k + 1
-        axes.plot(
-            labels, [buckets[label][group] for label in labels], marker="o", label=f"encoder layer {int(layer) + 1}"
-        )
+        axes.plot(labels, [buckets[label][group] for label in labels], marker="o", label=f"encoder layer {layer}")
     axes.set_xlabel("source length (words)")
     axes.set_ylabel("gate weight of the high-order group" if group == "w" else "weight of the high-order group")
     axes.set_title(title or f"graph gates ({profile['fusion']})")
@@ -157,9 +161,9 @@ def plot_attention_entropy(profiles: Mapping[str, Mapping[str, Any]], path: str 
     for panel, kind in zip(axes, ATTENTION_KINDS):
         for name, profile in profiles.items():
             values = profile[kind]
-            panel.plot(range(1, len(values) + 1), values, marker="o", label=name)
+            panel.plot(range(len(values)), values, marker="o", label=name)
         panel.set_title(f"{kind} attention")
-        panel.set_xlabel("layer")
+        panel.set_xlabel("layer (index in encoder/decoder.layers)")
         panel.xaxis.get_major_locator().set_params(integer=True)
     axes[0].set_ylabel("mean entropy (nats)")
     axes[-1].legend(fontsize="small")

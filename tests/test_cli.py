@@ -108,7 +108,8 @@ def test_gates_reports_per_layer_and_length_bucket(tmp_path, monkeypatch, capsys
     assert cli.main(["gates", "--model", str(tmp_path / "model"), "--length-buckets", "2", "--quiet"]) == 0
     profile = json.loads(capsys.readouterr().out)
     assert profile["fusion"] == fusion
-    assert list(profile["layers"]) == ["1", "2"]  # graph layers 1..N-1 of the 3-layer encoder
+    # keyed by the index in model.model.encoder.layers: graph attention is in layers 1 and 2 of 3
+    assert list(profile["layers"]) == ["1", "2"] and profile["layer_index"].startswith("i in model.model.encoder")
     layer = profile["layers"]["1"]
     assert layer["1-2"]["sentences"] == 2 and layer["3+"]["sentences"] == 1
     if fusion == "gate":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -81,6 +82,8 @@ def test_every_run_appends_one_complete_row(finished_grid, experiments):
     for row in rows:
         assert row["steps"] == 2 and row["device"].startswith("cpu") and row["parameters"] > 0
         assert row["target_tokens_per_second"] > 0 and row["wall_seconds"] > 0
+        # the training process's CPU time comes back with its exit status (it is busy for most of its run)
+        assert 0.2 * row["wall_seconds"] < row["cpu_seconds"] and row["cores_used"] <= os.cpu_count() + 0.1
         test = row["test"]
         for key in ("bleu", "chrf", "chrf_pp", "bleu_tokenized"):
             assert isinstance(test[key], float), key
@@ -110,6 +113,7 @@ def test_the_report_lists_every_run_with_tables_tests_and_figures(finished_grid,
     rows = experiments["grid"].read_results(grid.results)
     for row in rows:
         assert f"| {row['run']} |" in page
+        assert f"| {row['wall_seconds']} | {row['cores_used']} |" in page
     link_table = page.split("## Attention link")[1].split("##")[0]
     al_row = next(line for line in link_table.splitlines() if line.startswith("| al_both |"))
     cells = [cell.strip() for cell in al_row.strip("|").split("|")]

@@ -306,9 +306,13 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         "",
         "## Every run",
         "",
+        "`cores used` is the CPU time of a run's processes per second of wall time (rows made since "
+        "2026-11-22): compare it between runs of the same shape; one that shared the machine with other "
+        "work got fewer cores and its speed reads low.",
+        "",
         "| run | device | steps | epochs | valid BLEU | test BLEU | chrF | chrF++ | tok. BLEU | stuttering | "
-        "target tok/s | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "target tok/s | wall s | cores used |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(rows, key=lambda row: (row["size"], row["variant"], row["seed"])):
         test = row["test"]
@@ -317,7 +321,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
             f"| {row['run']} | {row['device']} | {row['steps']} | {row['epochs']} | {row['valid']['bleu']} | "
             f"{test['bleu']} | {test['chrf']} | {test['chrf_pp']} | {test['bleu_tokenized']} | "
             f"{'–' if stutter is None else f'{stutter:.1%}'} | {row['target_tokens_per_second']} | "
-            f"{row['wall_seconds']} |"
+            f"{row['wall_seconds']} | {row.get('cores_used') or '–'} |"
         )
     path = out / "RESULTS.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -103,11 +103,21 @@ def test_scores(output_dir: Path, results: dict[str, Any], corpus: str, split: s
     }
 
 
-def results_row(run: Run, grid: Grid, processes: int, wall_seconds: float, concurrent_runs: int = 1) -> dict[str, Any]:
+def results_row(
+    run: Run,
+    grid: Grid,
+    processes: int,
+    wall_seconds: float,
+    concurrent_runs: int = 1,
+    cpu_seconds: float | None = None,
+) -> dict[str, Any]:
     """The JSON line of a finished run, from its results.json and saved translations.
 
     ``concurrent_runs`` is the ``--jobs`` setting the run was made under (at most that many ran side by
-    side): runs sharing a device are slower each, so speed columns compare only at the same setting."""
+    side): runs sharing a device are slower each, so speed columns compare only at the same setting.
+    ``cpu_seconds`` is the CPU time of the run's whole process tree; divided by the wall time it gives
+    the cores the run actually got, which shows when other work on the machine slowed it down (a
+    wall-clock speed alone cannot tell a slower variant from a busier machine)."""
     from hf_graphtf.training.arguments import load_recipe
 
     output = run.output_dir
@@ -133,6 +143,8 @@ def results_row(run: Run, grid: Grid, processes: int, wall_seconds: float, concu
         "steps": train.get("global_step"),
         "epochs": round(epochs, 3),
         "wall_seconds": round(wall_seconds, 1),
+        "cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 1),
+        "cores_used": None if cpu_seconds is None else round(cpu_seconds / wall_seconds, 2),
         "train_seconds": round(runtime, 1),
         "target_tokens_per_second": round(tokens * epochs / runtime, 1) if runtime else None,
         "parameters": results["model"]["parameters"],
@@ -171,7 +183,7 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
             running.append(_Running.start(pending.pop(0), processes))
         if not running:
             break
-        ended = [job for job in running if job.process.poll() is not None]
+        ended = [job for job in running if job.poll() is not None]
         if not ended:
             time.sleep(0.5)  # runs take minutes: polling costs nothing next to them
         for job in ended:
@@ -181,14 +193,16 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
                 print(f"  {job.run.name} failed (exit {code}); see {job.run.output_dir / 'train.log'}", flush=True)
                 failed = True
                 continue
-            row = results_row(job.run, grid, processes, time.monotonic() - job.started, concurrent_runs=jobs)
+            row = results_row(
+                job.run, grid, processes, job.ended - job.started, concurrent_runs=jobs, cpu_seconds=job.cpu_seconds
+            )
             grid.results.parent.mkdir(parents=True, exist_ok=True)
             with open(grid.results, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             finished += 1
             print(
                 f"  {job.run.name}: test BLEU {row['test']['bleu']}  chrF {row['test']['chrf']}"
-                f"  ({row['wall_seconds']:.0f} s)",
+                f"  ({row['wall_seconds']:.0f} s, {row['cores_used']} cores)",
                 flush=True,
             )
     return finished
@@ -196,12 +210,28 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
 
 @dataclass
 class _Running:
-    """One run's training process, started in the background with its log file open."""
+    """One run's training process, started in the background with its log file open.
+
+    The process is reaped with ``os.wait4`` so that its CPU time (its own and that of the processes it
+    waited for: accelerate's workers) comes back with its exit status."""
 
     run: Run
     process: subprocess.Popen
     log: IO[str]
     started: float
+    ended: float = 0.0
+    cpu_seconds: float | None = None
+
+    def poll(self) -> int | None:
+        """The exit code once the process has ended (reaping it), else None."""
+        if self.process.returncode is None:
+            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
+            if pid == 0:
+                return None
+            self.ended = time.monotonic()
+            self.process.returncode = os.waitstatus_to_exitcode(status)
+            self.cpu_seconds = usage.ru_utime + usage.ru_stime
+        return self.process.returncode
 
     @classmethod
     def start(cls, run: Run, processes: int) -> _Running:
@@ -215,7 +245,8 @@ class _Running:
         return cls(run, process, log, time.monotonic())
 
     def wait(self) -> int:
-        code = self.process.wait()
+        while (code := self.poll()) is None:
+            time.sleep(0.5)
         self.log.close()
         return code
 
