@@ -126,6 +126,17 @@ def test_the_report_lists_every_run_with_tables_tests_and_figures(finished_grid,
         assert f"figures/tiny/{name}.png" in page
 
 
+def test_the_speed_ratio_compares_each_sides_fastest_run(experiments):
+    """A seed that shared the cores reads slow; it must not make its variant look slow (or vanilla fast)."""
+    rows_by = {
+        ("vanilla", "10k"): [{"target_tokens_per_second": 2000.0}, {"target_tokens_per_second": 1300.0}],
+        ("graph_gate", "10k"): [{"target_tokens_per_second": 1500.0}, {"target_tokens_per_second": 1600.0}],
+        ("graph_gate", "full"): [{"target_tokens_per_second": 900.0}],
+    }
+    assert experiments["report"]._speed_ratio(rows_by, "graph_gate", ["10k", "full"]) == "0.80"  # no vanilla at full
+    assert experiments["report"]._speed_ratio(rows_by, "graph_sum", ["10k"]) == "–"
+
+
 def test_jobs_run_side_by_side_and_a_failed_run_starts_no_more(tmp_path, experiments, capsys):
     """``--jobs 2``: the runs overlap, the parent alone writes rows, and after a failed run the running
     one finishes with its row while the queued one never starts."""
