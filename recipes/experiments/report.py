@@ -297,7 +297,8 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         "p: sacreBLEU paired bootstrap "
         f"({BOOTSTRAP_SAMPLES} samples) on the seeds' pooled translations. tok. BLEU: Moses-tokenized, the papers' "
         "multi-bleu convention. Speed vs vanilla: target tokens/s of the variant's fastest seed over "
-        "vanilla's fastest (a run that shared the machine only reads slower).",
+        "vanilla's fastest at each size, averaged over the sizes the variant has run at (a run that "
+        "shared the machine only reads slower).",
         "",
         "## Attention link (as the paper's Tables III/IV/VIII)",
         "",
