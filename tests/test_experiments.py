@@ -217,3 +217,25 @@ def test_the_readme_gets_the_generated_tables(finished_grid, experiments, tmp_pa
     readme.write_text("no markers", encoding="utf-8")
     with pytest.raises(ValueError, match="markers"):
         report.update_readme(readme, page)
+
+
+def test_the_report_refuses_runs_whose_outputs_are_not_here(finished_grid, experiments, tmp_path, capsys):
+    """A fresh checkout has the results file but not the runs' folders: the report says so instead of
+    overwriting its page with one that has lost the bootstrap tests and learning curves."""
+    _, path = finished_grid
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    rows = experiments["grid"].read_results(Path(spec["results"]))
+    rows[0] = {**rows[0], "output_dir": str(tmp_path / "gone"), "hypotheses": str(tmp_path / "gone" / "test.txt")}
+    results = tmp_path / "results" / "results.jsonl"
+    results.parent.mkdir()
+    results.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    moved = tmp_path / "grid.yaml"
+    moved.write_text(yaml.safe_dump({**spec, "results": str(results)}), encoding="utf-8")
+
+    report = experiments["report"]
+    assert report.main([str(moved), "--no-analysis"]) == 2
+    error = capsys.readouterr().err
+    assert rows[0]["run"] in error and "--allow-missing-outputs" in error
+    assert not (results.parent / "RESULTS.md").exists()
+    assert report.main([str(moved), "--no-analysis", "--allow-missing-outputs"]) == 0
+    assert (results.parent / "RESULTS.md").is_file()

@@ -392,13 +392,43 @@ def _references(grid: Grid, sizes: list[str]) -> dict[str, list[str]]:
     return {size: references for size in sizes}
 
 
+def runs_missing_outputs(grid: Grid) -> list[str]:
+    """Runs whose translations or training log are not on this machine.
+
+    The results file travels with the repository but each run's output folder does not: without
+    it the report has no bootstrap test and no learning curve for that run, and would overwrite
+    a page that had them with one that shows "–"."""
+    rows = [row for row in read_results(grid.results) if row.get("grid") == grid.name]
+    return [
+        row["run"]
+        for row in rows
+        if _hypotheses(row) is None or not (REPO_ROOT / row["output_dir"] / "trainer_state.json").is_file()
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("grid", help="grid YAML file")
     parser.add_argument("--no-analysis", action="store_true", help="skip the gate and entropy figures")
     parser.add_argument("--readme", type=Path, help="also copy the two tables into this README (between markers)")
+    parser.add_argument(
+        "--allow-missing-outputs",
+        action="store_true",
+        help="write the report even where runs' output folders are missing (their p-values and curves drop out)",
+    )
     args = parser.parse_args(argv)
-    page = write_report(Grid.load(args.grid), analysis=not args.no_analysis)
+    grid = Grid.load(args.grid)
+    missing = runs_missing_outputs(grid)
+    if missing and not args.allow_missing_outputs:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        print(
+            f"error: {len(missing)} runs in {_relative(grid.results)} have no translations or training log "
+            f"on this machine ({shown}); the report would lose their bootstrap tests and learning curves. "
+            "Run it where the output folders are, or pass --allow-missing-outputs.",
+            file=sys.stderr,
+        )
+        return 2
+    page = write_report(grid, analysis=not args.no_analysis)
     if args.readme:
         update_readme(args.readme, page)
     print(page)
