@@ -104,6 +104,10 @@ class Grid:
                     runs.append(Run(variant, size, seed, REPO_ROOT / spec["recipe"], overrides, output_dir))
         return runs
 
+    def finished_rows(self) -> list[dict[str, Any]]:
+        """This grid's rows in its results file (a results file may be shared by several grids)."""
+        return [row for row in read_results(self.results) if row.get("grid") == self.name]
+
 
 def read_results(path: Path) -> list[dict[str, Any]]:
     """The rows of a results file (JSON lines); a damaged line is an error naming the file and line."""

@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from grid import REPO_ROOT, Grid, read_results
+from grid import REPO_ROOT, Grid
 
 LINK_ROWS = ("vanilla", "al_encoder", "al_decoder", "al_both", "al_both_cumulative")
 GRAPH_ROWS = (
@@ -48,8 +48,16 @@ def mean_sd(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)})"
 
 
+def _hypotheses_file(row: dict[str, Any]) -> Path:
+    return REPO_ROOT / row["hypotheses"]
+
+
+def _trainer_state_file(row: dict[str, Any]) -> Path:
+    return REPO_ROOT / row["output_dir"] / "trainer_state.json"
+
+
 def _hypotheses(row: dict[str, Any]) -> list[str] | None:
-    path = REPO_ROOT / row["hypotheses"]
+    path = _hypotheses_file(row)
     return path.read_text(encoding="utf-8").splitlines() if path.is_file() else None
 
 
@@ -174,7 +182,7 @@ def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, p
 def learning_curve(row: dict[str, Any]) -> list[tuple[int, float, float]] | None:
     """(step, minutes, valid BLEU) of each evaluation, from the run's trainer_state.json; minutes are
     the step times the run's mean seconds per step."""
-    state_file = REPO_ROOT / row["output_dir"] / "trainer_state.json"
+    state_file = _trainer_state_file(row)
     if not state_file.is_file():
         return None
     history = json.loads(state_file.read_text(encoding="utf-8"))["log_history"]
@@ -252,7 +260,7 @@ def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figu
 
 
 def write_report(grid: Grid, analysis: bool = True) -> Path:
-    rows = [row for row in read_results(grid.results) if row.get("grid") == grid.name]
+    rows = grid.finished_rows()
     rows_by: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for row in rows:
         rows_by[(row["variant"], row["size"])].append(row)
@@ -398,11 +406,10 @@ def runs_missing_outputs(grid: Grid) -> list[str]:
     The results file travels with the repository but each run's output folder does not: without
     it the report has no bootstrap test and no learning curve for that run, and would overwrite
     a page that had them with one that shows "–"."""
-    rows = [row for row in read_results(grid.results) if row.get("grid") == grid.name]
     return [
         row["run"]
-        for row in rows
-        if _hypotheses(row) is None or not (REPO_ROOT / row["output_dir"] / "trainer_state.json").is_file()
+        for row in grid.finished_rows()
+        if not (_hypotheses_file(row).is_file() and _trainer_state_file(row).is_file())
     ]
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from grid import REPO_ROOT, Grid, Run, read_results
+from grid import REPO_ROOT, Grid, Run
 
 TRAIN_SCRIPT = REPO_ROOT / "recipes" / "train_translation.py"
 
@@ -167,7 +167,7 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
     finished run, so concurrent runs never interleave in the results file. After a failed run no new
     run starts; the ones already running finish and keep their rows. Returns how many runs finished now.
     """
-    done = {row["run"] for row in read_results(grid.results) if row.get("grid") == grid.name}
+    done = {row["run"] for row in grid.finished_rows()}
     pending = []
     for index, run in enumerate(runs, start=1):
         state = "done" if run.name in done else ("resumes" if run.output_dir.exists() else "to run")
