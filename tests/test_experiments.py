@@ -5,9 +5,11 @@ The figures and numbers themselves come from real runs (recipes/experiments/RESU
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -21,7 +23,7 @@ EXPERIMENTS = REPO_ROOT / "recipes" / "experiments"
 @pytest.fixture(scope="module")
 def experiments():
     """The grid modules, imported as the scripts import each other (top-level, from their folder)."""
-    names = ("grid", "run_grid", "report")
+    names = ("archive", "grid", "run_grid", "report")
     shadowed = {name: sys.modules.pop(name) for name in names if name in sys.modules}  # e.g. benchmarks' report
     sys.path.insert(0, str(EXPERIMENTS))
     try:
@@ -88,7 +90,15 @@ def test_every_run_appends_one_complete_row(finished_grid, experiments):
         for key in ("bleu", "chrf", "chrf_pp", "bleu_tokenized"):
             assert isinstance(test[key], float), key
         assert "nrefs:1" in test["bleu_signature"] and "nw:2" in test["chrf_pp_signature"]
-        assert (REPO_ROOT / row["hypotheses"]).is_file() or Path(row["hypotheses"]).is_file()
+        # the translations and training log the report needs are kept beside the results file
+        archived = grid.archive_folder(row["run"])
+        assert Path(row["hypotheses"]) == archived / "test_predictions.txt.gz"
+        output = grid.output_root / row["run"]
+        translations = (output / "test_predictions.txt").read_bytes()
+        assert gzip.decompress((archived / "test_predictions.txt.gz").read_bytes()) == translations
+        log = json.loads((output / "trainer_state.json").read_text(encoding="utf-8"))["log_history"]
+        assert json.loads((archived / "log_history.json").read_text(encoding="utf-8")) == log
+    assert grid.archive == grid.results.parent / "archive" / "tiny"
     assert {row["options"]["attention_link"] for row in rows if row["variant"] == "al_both"} == {"both"}
     assert all(row["options"]["graph_attention"] for row in rows if row["variant"] == "graph_gate")
 
@@ -235,7 +245,74 @@ def test_the_report_refuses_runs_whose_outputs_are_not_here(finished_grid, exper
     report = experiments["report"]
     assert report.main([str(moved), "--no-analysis"]) == 2
     error = capsys.readouterr().err
-    assert rows[0]["run"] in error and "--allow-missing-outputs" in error
+    assert rows[0]["run"] in error and "--allow-missing-outputs" in error and "--restore" in error
     assert not (results.parent / "RESULTS.md").exists()
     assert report.main([str(moved), "--no-analysis", "--allow-missing-outputs"]) == 0
     assert (results.parent / "RESULTS.md").is_file()
+
+
+def copy_of_grid(grid_path: Path, base: Path, rows: list[dict] | None = None) -> Path:
+    """The finished tiny grid with its own output folders and results file (same rows unless given) and no
+    archive, as a checkout elsewhere sees it."""
+    spec = yaml.safe_load(grid_path.read_text(encoding="utf-8"))
+    rows = rows if rows is not None else [json.loads(line) for line in Path(spec["results"]).read_text().splitlines()]
+    shutil.copytree(spec["output_root"], base / "outputs")
+    results = base / "results" / "results.jsonl"
+    results.parent.mkdir(parents=True)
+    rows = [{**row, "output_dir": str(base / "outputs" / row["run"])} for row in rows]
+    results.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    path = base / "grid.yaml"
+    path.write_text(yaml.safe_dump({**spec, "results": str(results), "output_root": str(base / "outputs")}))
+    return path
+
+
+def test_restore_archives_output_folders_and_reruns_what_is_gone(finished_grid, experiments, tmp_path, capsys):
+    """Runs made before the archive existed, one of them with its output folder gone: ``--restore`` copies
+    the folders it finds and reruns the missing run (the same seed gives the same model), after which the
+    report needs no output folder at all."""
+    _, path = finished_grid
+    moved = copy_of_grid(path, tmp_path)
+    grid = experiments["grid"].Grid.load(moved)
+    gone = grid.output_root / "vanilla-small-seed2"
+    translations = (gone / "test_predictions.txt").read_text(encoding="utf-8").splitlines()
+    shutil.rmtree(gone)
+    rows_before = grid.results.read_text(encoding="utf-8")
+    report = experiments["report"]
+    assert report.main([str(moved), "--no-analysis"]) == 2  # the run is nowhere
+
+    assert experiments["run_grid"].main([str(moved), "--restore"]) == 0
+    out = capsys.readouterr().out
+    assert "vanilla-small-seed2: done (not archived, no output folder: --restore reruns it)" in out
+    assert "vanilla-small-seed2: rerunning it" in out and out.count("archived in") == 6
+    assert grid.results.read_text(encoding="utf-8") == rows_before  # rows are never rewritten
+    archived = grid.archive_folder("vanilla-small-seed2")
+    assert gzip.decompress((archived / "test_predictions.txt.gz").read_bytes()).decode().splitlines() == translations
+
+    shutil.rmtree(grid.output_root)  # a checkout elsewhere: the archive alone makes the page
+    assert report.main([str(moved), "--no-analysis"]) == 0
+    page = (grid.results.parent / "RESULTS.md").read_text(encoding="utf-8")
+    al_row = next(line for line in page.splitlines() if line.startswith("| al_both |"))
+    assert float(al_row.split("|")[4]) <= 1.0  # the bootstrap test ran on archived translations
+    assert (grid.results.parent / "figures" / "tiny" / "learning_curves_small.png").is_file()
+    assert report.main([str(moved)]) == 2  # the gate and entropy figures need the models
+    assert "--no-analysis" in capsys.readouterr().err
+
+
+def test_a_rerun_that_does_not_reproduce_its_row_is_not_archived(finished_grid, experiments, tmp_path, capsys):
+    _, path = finished_grid
+    rows = experiments["grid"].read_results(Path(yaml.safe_load(path.read_text())["results"]))
+    row = next(row for row in rows if row["run"] == "vanilla-small-seed1")
+    moved = copy_of_grid(path, tmp_path, [{**row, "test": {**row["test"], "bleu": row["test"]["bleu"] + 1.0}}])
+    grid = experiments["grid"].Grid.load(moved)
+    shutil.rmtree(grid.output_root / "vanilla-small-seed1")
+    run_grid = experiments["run_grid"]
+    assert run_grid.main([str(moved), "--restore", "--processes", "2"]) == 1  # not how the row was made
+    assert "this is cpu" in capsys.readouterr().out
+    assert not (grid.output_root / "vanilla-small-seed1").exists()
+
+    assert run_grid.main([str(moved), "--restore"]) == 1
+    out = capsys.readouterr().out
+    assert f"does not reproduce its row (test BLEU {row['test']['bleu'] + 1.0} in the row" in out
+    assert not grid.archive_folder("vanilla-small-seed1").exists()
+    assert (grid.output_root / "not_reproduced" / "vanilla-small-seed1" / "results.json").is_file()
+    assert not (grid.output_root / "vanilla-small-seed1").exists()  # nothing pairs the row with this model

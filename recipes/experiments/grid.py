@@ -2,7 +2,8 @@
 
 `run_grid.py` runs the grid and appends one JSON line per finished run to the grid's results file;
 `report.py` turns that file into tables and figures. Both import this module for the grid's runs,
-their output folders and the results file.
+their output folders, the results file and the archive (what the report needs from each run, kept in
+the repository: see `archive.py`).
 """
 
 from __future__ import annotations
@@ -35,12 +36,15 @@ class Run:
 
 @dataclass
 class Grid:
-    """A grid file: shared overrides, sizes, variants, seeds, where outputs and results go."""
+    """A grid file: shared overrides, sizes, variants, seeds, where outputs, results and archive go.
+
+    ``archive`` defaults to ``archive/<name>`` beside the results file."""
 
     path: Path
     name: str
     results: Path
     output_root: Path
+    archive: Path
     seeds: list[int]
     common: dict[str, Any]
     sizes: dict[str, dict[str, Any]]
@@ -70,6 +74,9 @@ class Grid:
             name=spec["name"],
             results=root / spec["results"],
             output_root=root / spec["output_root"],
+            archive=root / spec["archive"]
+            if "archive" in spec
+            else (root / spec["results"]).parent / "archive" / spec["name"],
             seeds=[int(seed) for seed in spec["seeds"]],
             common=dict(spec.get("common") or {}),
             sizes={name: dict(values or {}) for name, values in spec["sizes"].items()},
@@ -103,6 +110,10 @@ class Grid:
                     overrides["output_dir"] = str(output_dir)
                     runs.append(Run(variant, size, seed, REPO_ROOT / spec["recipe"], overrides, output_dir))
         return runs
+
+    def archive_folder(self, run_name: str) -> Path:
+        """Where a finished run's translations and training log are kept in the repository."""
+        return self.archive / run_name
 
     def finished_rows(self) -> list[dict[str, Any]]:
         """This grid's rows in its results file (a results file may be shared by several grids)."""

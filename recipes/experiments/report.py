@@ -1,7 +1,7 @@
 """Turn a grid's results file into RESULTS.md and PNG figures.
 
     python recipes/experiments/report.py recipes/experiments/grid_bible_cpu.yaml
-    python recipes/experiments/report.py GRID --no-analysis   # tables and curves only (no model loading)
+    python recipes/experiments/report.py GRID --no-analysis   # no model loading: gate/entropy figures kept
 
 Tables laid out like the Attention Link paper's Tables III/IV/VIII (vanilla / encoder / decoder /
 both links, per training size) and the Graph-Transformer paper's Table 2 (fusion variants with
@@ -11,19 +11,23 @@ Figures: BLEU by source length per variant, learning curves (validation BLEU aga
 minutes), the graph gate per layer against sentence length, and attention entropy per layer for
 vanilla and linked models (both from `hf_graphtf.analysis`, on the first seed's model). Every run in
 the results file is listed; nothing is dropped.
+
+Translations and training logs come from the grid's archive in the repository (archive.py), else from
+the runs' output folders; the report refuses to write a page that would lose a run's bootstrap test or
+learning curve because neither is here (``run_grid.py GRID --restore`` brings them back).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import archive
 from grid import REPO_ROOT, Grid
 
 LINK_ROWS = ("vanilla", "al_encoder", "al_decoder", "al_both", "al_both_cumulative")
@@ -36,6 +40,8 @@ GRAPH_ROWS = (
     "graph_shared_gate",
     "graph_gate_al_decoder",
 )
+GATE_VARIANT = "graph_gate"
+ENTROPY_VARIANTS = ("vanilla", "al_encoder", "al_decoder", "al_both")
 BOOTSTRAP_SAMPLES = 1000
 ANALYSIS_SENTENCES = 300  # test sentences, spread over the split, for the gate and entropy figures
 
@@ -48,20 +54,15 @@ def mean_sd(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)})"
 
 
-def _hypotheses_file(row: dict[str, Any]) -> Path:
-    return REPO_ROOT / row["hypotheses"]
+def _hypotheses(grid: Grid, row: dict[str, Any]) -> list[str] | None:
+    return archive.read_hypotheses(grid.archive_folder(row["run"]), REPO_ROOT / row["output_dir"])
 
 
-def _trainer_state_file(row: dict[str, Any]) -> Path:
-    return REPO_ROOT / row["output_dir"] / "trainer_state.json"
+def _log_history(grid: Grid, row: dict[str, Any]) -> list[dict[str, Any]] | None:
+    return archive.read_log_history(grid.archive_folder(row["run"]), REPO_ROOT / row["output_dir"])
 
 
-def _hypotheses(row: dict[str, Any]) -> list[str] | None:
-    path = _hypotheses_file(row)
-    return path.read_text(encoding="utf-8").splitlines() if path.is_file() else None
-
-
-def paired_bootstrap(baseline: list[dict], system: list[dict], references: list[str]) -> float | None:
+def paired_bootstrap(grid: Grid, baseline: list[dict], system: list[dict], references: list[str]) -> float | None:
     """sacreBLEU's paired bootstrap p-value of ``system`` against ``baseline`` on the pooled translations
     of the seeds both have (seed by seed, against the same references); None without translations."""
     from sacrebleu.metrics import BLEU
@@ -70,8 +71,8 @@ def paired_bootstrap(baseline: list[dict], system: list[dict], references: list[
     seeds = sorted({row["seed"] for row in baseline} & {row["seed"] for row in system})
     pooled_base, pooled_system = [], []
     for seed in seeds:
-        base = _hypotheses(next(row for row in baseline if row["seed"] == seed))
-        other = _hypotheses(next(row for row in system if row["seed"] == seed))
+        base = _hypotheses(grid, next(row for row in baseline if row["seed"] == seed))
+        other = _hypotheses(grid, next(row for row in system if row["seed"] == seed))
         if base is None or other is None:
             return None
         pooled_base += base
@@ -90,6 +91,7 @@ def paired_bootstrap(baseline: list[dict], system: list[dict], references: list[
 
 
 def comparison_table(
+    grid: Grid,
     rows_by: dict[tuple[str, str], list[dict]],
     variants: tuple[str, ...],
     sizes: list[str],
@@ -120,7 +122,7 @@ def comparison_table(
                 seeds = {row["seed"] for row in runs}
                 paired = [row for row in base if row["seed"] in seeds] or base  # same seeds as the variant's
                 delta = statistics.mean(bleu) - statistics.mean(row["test"]["bleu"] for row in paired)
-                p_value = paired_bootstrap(base, runs, references[size]) if size in references else None
+                p_value = paired_bootstrap(grid, base, runs, references[size]) if size in references else None
                 cells += [f"{delta:+.2f}", "–" if p_value is None else f"{p_value:.3f}"]
             cells.append(mean_sd([row["test"]["bleu_tokenized"] for row in runs]))
         lines.append("| " + " | ".join(cells) + " |")
@@ -179,19 +181,18 @@ def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, p
     return path
 
 
-def learning_curve(row: dict[str, Any]) -> list[tuple[int, float, float]] | None:
-    """(step, minutes, valid BLEU) of each evaluation, from the run's trainer_state.json; minutes are
-    the step times the run's mean seconds per step."""
-    state_file = _trainer_state_file(row)
-    if not state_file.is_file():
+def learning_curve(grid: Grid, row: dict[str, Any]) -> list[tuple[int, float, float]] | None:
+    """(step, minutes, valid BLEU) of each evaluation, from the run's training log; minutes are the
+    step times the run's mean seconds per step."""
+    history = _log_history(grid, row)
+    if history is None:
         return None
-    history = json.loads(state_file.read_text(encoding="utf-8"))["log_history"]
     per_step = row["train_seconds"] / row["steps"] / 60 if row.get("steps") else 0.0
     points = {entry["step"]: entry["eval_bleu"] for entry in history if "eval_bleu" in entry}
     return [(step, step * per_step, bleu) for step, bleu in sorted(points.items())]
 
 
-def plot_learning_curves(rows_by: dict[tuple[str, str], list[dict]], size: str, path: Path) -> Path | None:
+def plot_learning_curves(grid: Grid, rows_by: dict[tuple[str, str], list[dict]], size: str, path: Path) -> Path | None:
     plt = _plt()
     figure, (by_step, by_minute) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     colors = {}
@@ -200,7 +201,7 @@ def plot_learning_curves(rows_by: dict[tuple[str, str], list[dict]], size: str, 
         if row_size != size:
             continue
         for run in runs:
-            curve = learning_curve(run)
+            curve = learning_curve(grid, run)
             if not curve:
                 continue
             color = colors.setdefault(variant, f"C{len(colors) % 10}")
@@ -237,20 +238,22 @@ def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figu
     sources, targets = _test_pairs(grid, ANALYSIS_SENTENCES)
 
     def first_model(variant: str):
-        runs = rows_by.get((variant, size), [])
-        folder = REPO_ROOT / runs[0]["output_dir"] if runs else None
-        if folder is None or not (folder / "config.json").is_file():
+        run = _analysis_run(rows_by, variant, size)
+        if run is None or not _has_model(run):
             return None
+        folder = REPO_ROOT / run["output_dir"]
         model = AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
         return AutoTokenizer.from_pretrained(folder), model
 
     written = []
-    loaded = first_model("graph_gate")
+    loaded = first_model(GATE_VARIANT)
     if loaded:
         profile = graph_gate_profile(*loaded, sources, [10, 20, 30, 40, 50])
-        written.append(plot_gate_profile(profile, figures / f"gates_{size}.png", title=f"graph_gate, {size}, seed 1"))
+        seed = _analysis_run(rows_by, GATE_VARIANT, size)["seed"]
+        title = f"{GATE_VARIANT}, {size}, seed {seed}"
+        written.append(plot_gate_profile(profile, figures / f"gates_{size}.png", title=title))
     entropies = {}
-    for variant in ("vanilla", "al_encoder", "al_decoder", "al_both"):
+    for variant in ENTROPY_VARIANTS:
         loaded = first_model(variant)
         if loaded:
             entropies[variant] = attention_entropy_profile(*loaded, sources, targets)
@@ -259,13 +262,32 @@ def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figu
     return written
 
 
-def write_report(grid: Grid, analysis: bool = True) -> Path:
-    rows = grid.finished_rows()
+def _analysis_run(rows_by: dict[tuple[str, str], list[dict]], variant: str, size: str) -> dict[str, Any] | None:
+    """The run whose model the gate or entropy figure of ``variant`` at ``size`` is drawn from: its first seed."""
+    runs = rows_by.get((variant, size), [])
+    return runs[0] if runs else None
+
+
+def _has_model(row: dict[str, Any]) -> bool:
+    return (REPO_ROOT / row["output_dir"] / "config.json").is_file()
+
+
+def _rows_by_cell(grid: Grid) -> dict[tuple[str, str], list[dict]]:
+    """The grid's finished rows by (variant, size), each list in seed order."""
     rows_by: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for row in rows:
+    for row in grid.finished_rows():
         rows_by[(row["variant"], row["size"])].append(row)
     for runs in rows_by.values():
         runs.sort(key=lambda row: row["seed"])
+    return rows_by
+
+
+def write_report(grid: Grid, analysis: bool = True) -> Path:
+    """Write RESULTS.md and its figures. Without ``analysis`` no model is loaded: the gate and entropy
+    figures are not redrawn, and those already in the figures folder (drawn from the same first-seed
+    models, which a finished run never changes) stay linked."""
+    rows = grid.finished_rows()
+    rows_by = _rows_by_cell(grid)
     sizes = [size for size in grid.sizes if any(size == key[1] for key in rows_by)]
     references = _references(grid, sizes)
     out = grid.results.parent
@@ -277,12 +299,15 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
             path
             for path in (
                 plot_bleu_by_length(rows_by, size, figures / f"bleu_by_length_{size}.png"),
-                plot_learning_curves(rows_by, size, figures / f"learning_curves_{size}.png"),
+                plot_learning_curves(grid, rows_by, size, figures / f"learning_curves_{size}.png"),
             )
             if path
         ]
         if analysis:
             figure_paths += analysis_figures(rows_by, size, figures, grid)
+        else:
+            drawn_before = (figures / f"gates_{size}.png", figures / f"entropy_{size}.png")
+            figure_paths += [path for path in drawn_before if path.is_file()]
     devices = sorted({row["device"] for row in rows})
     budgets = grid.sizes.items()
     lines = [
@@ -310,11 +335,11 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         "",
         "## Attention link (as the paper's Tables III/IV/VIII)",
         "",
-        *comparison_table(rows_by, LINK_ROWS, sizes, references, with_cost=False),
+        *comparison_table(grid, rows_by, LINK_ROWS, sizes, references, with_cost=False),
         "",
         "## Graph-group attention (as the Graph-Transformer paper's Table 2)",
         "",
-        *comparison_table(rows_by, GRAPH_ROWS, sizes, references, with_cost=True),
+        *comparison_table(grid, rows_by, GRAPH_ROWS, sizes, references, with_cost=True),
         "",
         "## Figures",
         "",
@@ -401,22 +426,42 @@ def _references(grid: Grid, sizes: list[str]) -> dict[str, list[str]]:
 
 
 def runs_missing_outputs(grid: Grid) -> list[str]:
-    """Runs whose translations or training log are not on this machine.
+    """Runs with neither an archive nor an output folder holding their translations and training log.
 
-    The results file travels with the repository but each run's output folder does not: without
-    it the report has no bootstrap test and no learning curve for that run, and would overwrite
-    a page that had them with one that shows "–"."""
+    Without them the report has no bootstrap test and no learning curve for the run, and would
+    overwrite a page that had them with one that shows "–". Runs archive themselves as they finish;
+    ``run_grid.py GRID --restore`` archives older ones."""
     return [
         row["run"]
         for row in grid.finished_rows()
-        if not (_hypotheses_file(row).is_file() and _trainer_state_file(row).is_file())
+        if not (
+            archive.is_archived(grid.archive_folder(row["run"])) or archive.can_archive(REPO_ROOT / row["output_dir"])
+        )
     ]
+
+
+def models_missing_for_analysis(grid: Grid) -> list[str]:
+    """Runs whose model the gate and entropy figures are drawn from but which is not on this machine
+    (models are not archived: at tens of MB each they stay in the output folders)."""
+    rows_by = _rows_by_cell(grid)
+    needed = [
+        _analysis_run(rows_by, variant, size) for size in grid.sizes for variant in (GATE_VARIANT, *ENTROPY_VARIANTS)
+    ]
+    return [row["run"] for row in needed if row is not None and not _has_model(row)]
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("grid", help="grid YAML file")
-    parser.add_argument("--no-analysis", action="store_true", help="skip the gate and entropy figures")
+    parser.add_argument(
+        "--no-analysis",
+        action="store_true",
+        help="do not redraw the gate and entropy figures (no model is loaded; those already drawn stay linked)",
+    )
     parser.add_argument("--readme", type=Path, help="also copy the two tables into this README (between markers)")
     parser.add_argument(
         "--allow-missing-outputs",
@@ -427,11 +472,20 @@ def main(argv: list[str] | None = None) -> int:
     grid = Grid.load(args.grid)
     missing = runs_missing_outputs(grid)
     if missing and not args.allow_missing_outputs:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         print(
-            f"error: {len(missing)} runs in {_relative(grid.results)} have no translations or training log "
-            f"on this machine ({shown}); the report would lose their bootstrap tests and learning curves. "
-            "Run it where the output folders are, or pass --allow-missing-outputs.",
+            f"error: {len(missing)} runs in {_relative(grid.results)} have no archive and no output folder "
+            f"here ({_some(missing)}); the report would lose their bootstrap tests and learning curves. "
+            f"Restore them with `python recipes/experiments/run_grid.py {_relative(grid.path)} --restore` "
+            "(it reruns what it must and checks each rerun reproduces its row), or pass --allow-missing-outputs.",
+            file=sys.stderr,
+        )
+        return 2
+    models = [] if args.no_analysis else models_missing_for_analysis(grid)
+    if models:
+        print(
+            f"error: the gate and entropy figures are drawn from the models of {_some(models)}, which are not "
+            "on this machine; pass --no-analysis to keep the figures drawn from them before, or restore "
+            "the runs (`run_grid.py GRID --restore` reruns those without an archive).",
             file=sys.stderr,
         )
         return 2

@@ -4,12 +4,20 @@
     python recipes/experiments/run_grid.py GRID --processes 2        # two data-parallel CPU processes per run
     python recipes/experiments/run_grid.py GRID --jobs 8             # eight runs at a time (sharing one GPU)
     python recipes/experiments/run_grid.py GRID --dry-run            # list the runs and their state
+    python recipes/experiments/run_grid.py GRID --restore --sizes full --processes 2   # see below
 
 A run whose name is already in the results file is skipped; a run with checkpoints in its output
 folder resumes from them (the training script does that); a finished run appends one JSON line to
 the results file: what was run, on what, how fast, and its validation and test scores (sacreBLEU
 BLEU, chrF and chrF++ with signatures, and BLEU on Moses-tokenized text, the papers' multi-bleu
 convention), and where its test translations are. Rows are never rewritten or dropped.
+
+A finished run also leaves its test translations and training log in the grid's archive, in the
+repository (see archive.py), because the report needs them and the output folder stays on the
+machine that trained it. ``--restore`` gives the selected finished runs that lack an archive one:
+from the output folder where it is here, else by rerunning the run exactly as its row records it
+(same recipe, overrides and seed, on the same kind of device) and archiving the rerun only if it
+reproduces the row's steps, parameter count and validation and test scores.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -26,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import archive
 from grid import REPO_ROOT, Grid, Run
 
 TRAIN_SCRIPT = REPO_ROOT / "recipes" / "train_translation.py"
@@ -111,7 +121,7 @@ def results_row(
     concurrent_runs: int = 1,
     cpu_seconds: float | None = None,
 ) -> dict[str, Any]:
-    """The JSON line of a finished run, from its results.json and saved translations.
+    """The JSON line of a finished run, from its results.json and saved translations (archived first).
 
     ``concurrent_runs`` is the ``--jobs`` setting the run was made under (at most that many ran side by
     side): runs sharing a device are slower each, so speed columns compare only at the same setting.
@@ -151,7 +161,7 @@ def results_row(
         "valid": {"bleu": results["eval"].get("eval_bleu"), "chrf": results["eval"].get("eval_chrf")},
         "test": test_scores(output, results, corpus, recipe.get("test_split", "test"), langs),
         "output_dir": _relative(output),
-        "hypotheses": _relative(output / "test_predictions.txt"),
+        "hypotheses": _relative(grid.archive_folder(run.name) / archive.HYPOTHESES),
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -170,7 +180,7 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
     done = {row["run"] for row in grid.finished_rows()}
     pending = []
     for index, run in enumerate(runs, start=1):
-        state = "done" if run.name in done else ("resumes" if run.output_dir.exists() else "to run")
+        state = _state(grid, run, done)
         print(f"[{index}/{len(runs)}] {run.name}: {state}", flush=True)
         if run.name not in done:
             pending.append(run)
@@ -193,6 +203,7 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
                 print(f"  {job.run.name} failed (exit {code}); see {job.run.output_dir / 'train.log'}", flush=True)
                 failed = True
                 continue
+            archive.archive_run(job.run.output_dir, grid.archive_folder(job.run.name))
             row = results_row(
                 job.run, grid, processes, job.ended - job.started, concurrent_runs=jobs, cpu_seconds=job.cpu_seconds
             )
@@ -206,6 +217,87 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
                 flush=True,
             )
     return finished
+
+
+def _state(grid: Grid, run: Run, done: set[str]) -> str:
+    if run.name not in done:
+        return "resumes" if run.output_dir.exists() else "to run"
+    if archive.is_archived(grid.archive_folder(run.name)):
+        return "done"
+    if archive.can_archive(run.output_dir):
+        return "done (not archived: --restore copies its output folder)"
+    return "done (not archived, no output folder: --restore reruns it)"
+
+
+def rerun_problem(row: dict[str, Any], run: Run, processes: int) -> str | None:
+    """Why rerunning ``run`` could not reproduce ``row`` (the grid or the machine changed), or None."""
+    overrides = {key: value for key, value in run.overrides.items() if key != "output_dir"}
+    if row["overrides"] != overrides:
+        changed = sorted(
+            key for key in {*overrides, *row["overrides"]} if overrides.get(key) != row["overrides"].get(key)
+        )
+        return f"the grid's overrides changed since it ran ({', '.join(changed)})"
+    if row["recipe"] != _relative(run.recipe):
+        return f"it ran recipe {row['recipe']}, the grid now names {_relative(run.recipe)}"
+    if row["device"] != device_name(processes):
+        return f"it ran on {row['device']}, this is {device_name(processes)} (set --processes to match)"
+    return None
+
+
+def reproduction_differences(row: dict[str, Any], output_dir: Path) -> list[str]:
+    """Where the run in ``output_dir`` differs from ``row``: steps, parameters, validation and test scores."""
+    results = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
+    pairs = {
+        "steps": (row["steps"], results["train"].get("global_step")),
+        "parameters": (row["parameters"], results["model"]["parameters"]),
+        "valid BLEU": (row["valid"]["bleu"], results["eval"].get("eval_bleu")),
+        "test BLEU": (row["test"]["bleu"], results["test"]["bleu"]),
+        "test chrF": (row["test"]["chrf"], results["test"]["chrf"]),
+    }
+    return [
+        f"{name} {recorded} in the row, {found} now" for name, (recorded, found) in pairs.items() if recorded != found
+    ]
+
+
+def restore(grid: Grid, runs: list[Run], processes: int) -> int:
+    """Archive every selected finished run that has no archive yet; returns how many could not be.
+
+    From the run's output folder where it is on this machine, else from a rerun into that folder (an
+    interrupted rerun resumes from its checkpoints). Either way the folder's results must match the
+    row; a rerun that does not is moved to ``<output_root>/not_reproduced/`` and nothing is archived,
+    so the report never pairs a row with translations of a different model."""
+    rows = {row["run"]: row for row in grid.finished_rows()}
+    failures = 0
+    for run in runs:
+        row, folder = rows.get(run.name), grid.archive_folder(run.name)
+        if row is None or archive.is_archived(folder):
+            continue
+        if not archive.can_archive(run.output_dir):
+            problem = rerun_problem(row, run, processes)
+            if problem:
+                print(f"  {run.name}: cannot rerun it to restore its archive: {problem}", flush=True)
+                failures += 1
+                continue
+            print(f"  {run.name}: rerunning it to restore its archive", flush=True)
+            if (code := _Running.start(run, processes).wait()) != 0:
+                print(f"  {run.name}: rerun failed (exit {code}); see {run.output_dir / 'train.log'}", flush=True)
+                failures += 1
+                continue
+        differences = reproduction_differences(row, run.output_dir)
+        if differences:
+            kept = grid.output_root / "not_reproduced" / run.name
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(run.output_dir, kept)
+            print(
+                f"  {run.name}: does not reproduce its row ({'; '.join(differences)}); not archived, "
+                f"the run is in {kept}",
+                flush=True,
+            )
+            failures += 1
+            continue
+        archive.archive_run(run.output_dir, folder)
+        print(f"  {run.name}: archived in {_relative(folder)}", flush=True)
+    return failures
 
 
 @dataclass
@@ -266,11 +358,20 @@ def main(argv: list[str] | None = None) -> int:
         "should not exceed the cores)",
     )
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their state, run nothing")
+    parser.add_argument(
+        "--restore",
+        action="store_true",
+        help="archive finished runs that have no archive (from their output folders, else by rerunning them "
+        "and checking they reproduce their rows); starts no new run",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.processes < 1:
         parser.error("--jobs and --processes must be at least 1")
     grid = Grid.load(args.grid)
     runs = grid.runs(args.variants, args.sizes, args.seeds)
+    if args.restore and not args.dry_run:
+        run_grid(grid, runs, args.processes, dry_run=True)  # the runs' states, before anything happens
+        return 1 if restore(grid, runs, args.processes) else 0
     run_grid(grid, runs, args.processes, args.dry_run, args.jobs)
     return 0
 
