@@ -286,6 +286,10 @@ def restore(grid: Grid, runs: list[Run], processes: int) -> int:
         differences = reproduction_differences(row, run.output_dir)
         if differences:
             kept = grid.output_root / "not_reproduced" / run.name
+            attempt = 1
+            while kept.exists():  # an earlier rerun that did not reproduce either: keep both
+                attempt += 1
+                kept = kept.with_name(f"{run.name}-attempt{attempt}")
             kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(run.output_dir, kept)
             print(
