@@ -298,21 +298,25 @@ def test_restore_archives_output_folders_and_reruns_what_is_gone(finished_grid, 
     assert "--no-analysis" in capsys.readouterr().err
 
 
-def test_a_rerun_that_does_not_reproduce_its_row_is_not_archived(finished_grid, experiments, tmp_path, capsys):
+def test_restore_archives_nothing_that_does_not_match_its_row(finished_grid, experiments, tmp_path, capsys):
+    """A folder whose scores differ from its row (here the row is altered; in life, a rerun that did not
+    reproduce) is moved aside, not archived; a run that could not be rerun as its row records it (another
+    number of processes) is not started. Both make ``--restore`` fail."""
     _, path = finished_grid
-    rows = experiments["grid"].read_results(Path(yaml.safe_load(path.read_text())["results"]))
-    row = next(row for row in rows if row["run"] == "vanilla-small-seed1")
-    moved = copy_of_grid(path, tmp_path, [{**row, "test": {**row["test"], "bleu": row["test"]["bleu"] + 1.0}}])
+    rows = {
+        row["run"]: row for row in experiments["grid"].read_results(Path(yaml.safe_load(path.read_text())["results"]))
+    }
+    altered = rows["vanilla-small-seed1"]
+    altered = {**altered, "test": {**altered["test"], "bleu": altered["test"]["bleu"] + 1.0}}
+    moved = copy_of_grid(path, tmp_path, [altered, rows["vanilla-small-seed2"]])
     grid = experiments["grid"].Grid.load(moved)
-    shutil.rmtree(grid.output_root / "vanilla-small-seed1")
-    run_grid = experiments["run_grid"]
-    assert run_grid.main([str(moved), "--restore", "--processes", "2"]) == 1  # not how the row was made
-    assert "this is cpu" in capsys.readouterr().out
-    assert not (grid.output_root / "vanilla-small-seed1").exists()
+    shutil.rmtree(grid.output_root / "vanilla-small-seed2")
 
-    assert run_grid.main([str(moved), "--restore"]) == 1
+    assert experiments["run_grid"].main([str(moved), "--restore", "--processes", "2"]) == 1
     out = capsys.readouterr().out
-    assert f"does not reproduce its row (test BLEU {row['test']['bleu'] + 1.0} in the row" in out
+    assert f"vanilla-small-seed1: does not reproduce its row (test BLEU {altered['test']['bleu']} in the row" in out
     assert not grid.archive_folder("vanilla-small-seed1").exists()
     assert (grid.output_root / "not_reproduced" / "vanilla-small-seed1" / "results.json").is_file()
     assert not (grid.output_root / "vanilla-small-seed1").exists()  # nothing pairs the row with this model
+    assert "vanilla-small-seed2: cannot rerun it" in out and "2 processes" in out
+    assert not (grid.output_root / "vanilla-small-seed2").exists() and not grid.archive.exists()
