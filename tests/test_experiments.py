@@ -98,6 +98,11 @@ def test_every_run_appends_one_complete_row(finished_grid, experiments):
         assert gzip.decompress((archived / "test_predictions.txt.gz").read_bytes()) == translations
         log = json.loads((output / "trainer_state.json").read_text(encoding="utf-8"))["log_history"]
         assert json.loads((archived / "log_history.json").read_text(encoding="utf-8")) == log
+        # what a rerun has to match: code, libraries, corpus content
+        provenance = row["provenance"]
+        assert provenance["commit"] is None or len(provenance["commit"]) == 40
+        assert provenance["packages"]["torch"].startswith("2.")
+        assert set(provenance["corpus_sha256"]) == {"train.jsonl", "valid.jsonl", "test.jsonl"}
     assert grid.archive == grid.results.parent / "archive" / "tiny"
     assert {row["options"]["attention_link"] for row in rows if row["variant"] == "al_both"} == {"both"}
     assert all(row["options"]["graph_attention"] for row in rows if row["variant"] == "graph_gate")
@@ -315,8 +320,13 @@ def test_restore_archives_nothing_that_does_not_match_its_row(finished_grid, exp
     assert experiments["run_grid"].main([str(moved), "--restore", "--processes", "2"]) == 1
     out = capsys.readouterr().out
     assert f"vanilla-small-seed1: does not reproduce its row (test BLEU {altered['test']['bleu']} in the row" in out
+    assert "same commit, packages and corpus" in out  # the first guess at a cause
     assert not grid.archive_folder("vanilla-small-seed1").exists()
     assert (grid.output_root / "not_reproduced" / "vanilla-small-seed1" / "results.json").is_file()
     assert not (grid.output_root / "vanilla-small-seed1").exists()  # nothing pairs the row with this model
     assert "vanilla-small-seed2: cannot rerun it" in out and "2 processes" in out
     assert not (grid.output_root / "vanilla-small-seed2").exists() and not grid.archive.exists()
+    row, run = rows["vanilla-small-seed2"], grid.runs("vanilla", seeds="2")[0]
+    assert experiments["run_grid"].rerun_problem(row, run, processes=1) is None
+    other_corpus = {**row["provenance"], "corpus_sha256": {"test.jsonl": "0" * 64}}
+    assert "corpus" in experiments["run_grid"].rerun_problem({**row, "provenance": other_corpus}, run, processes=1)

@@ -65,6 +65,39 @@ def device_name(processes: int) -> str:
     return f"cpu ({os.cpu_count()} cores, {processes} process{'es' if processes > 1 else ''}; {platform.machine()})"
 
 
+def _recipe_of(run: Run) -> tuple[dict[str, Any], str]:
+    """The run's recipe with its overrides, and its corpus as an absolute path (or a Hub id)."""
+    from hf_graphtf.training.arguments import load_recipe
+
+    recipe = {**load_recipe(run.recipe), **run.overrides}
+    corpus = recipe["corpus"]
+    return recipe, corpus if os.path.isabs(corpus) or not (REPO_ROOT / corpus).exists() else str(REPO_ROOT / corpus)
+
+
+def provenance(corpus: str) -> dict[str, Any]:
+    """What a rerun has to match to reproduce a run, taken when it starts: the code's commit and the code
+    files changed from it, the versions of the libraries that compute, and the corpus files' content."""
+    from importlib.metadata import version
+
+    from hf_graphtf.data.fingerprints import fingerprint
+
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    commit = git("rev-parse", "HEAD")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "hf_graphtf", "recipes/train_translation.py")
+    files = sorted(Path(corpus).glob("*.jsonl")) if Path(corpus).is_dir() else []
+    return {
+        "commit": commit.strip() if commit else None,
+        "code_changed_from_commit": None if changed is None else sorted(line[3:] for line in changed.splitlines()),
+        "packages": {name: version(name) for name in ("torch", "transformers", "tokenizers", "accelerate")},
+        "corpus_sha256": {path.name: fingerprint(path)["sha256"] for path in files} or None,
+    }
+
+
 def target_tokens_per_epoch(output_dir: Path, corpus: str, split: str, tgt_lang: str, src_lang: str) -> int:
     """Target tokens (with ``</s>``) of one pass over the training split, with the run's own tokenizer."""
     from transformers import AutoTokenizer
@@ -120,6 +153,7 @@ def results_row(
     wall_seconds: float,
     concurrent_runs: int = 1,
     cpu_seconds: float | None = None,
+    started_with: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON line of a finished run, from its results.json and saved translations (archived first).
 
@@ -127,14 +161,12 @@ def results_row(
     side): runs sharing a device are slower each, so speed columns compare only at the same setting.
     ``cpu_seconds`` is the CPU time of the run's whole process tree; divided by the wall time it gives
     the cores the run actually got, which shows when other work on the machine slowed it down (a
-    wall-clock speed alone cannot tell a slower variant from a busier machine)."""
-    from hf_graphtf.training.arguments import load_recipe
-
+    wall-clock speed alone cannot tell a slower variant from a busier machine). ``started_with`` is the
+    run's ``provenance`` when it started."""
     output = run.output_dir
     results = json.loads((output / "results.json").read_text(encoding="utf-8"))
-    recipe = {**load_recipe(run.recipe), **run.overrides}
+    recipe, corpus = _recipe_of(run)
     langs = (recipe.get("src_lang", "es"), recipe.get("tgt_lang", "en"))
-    corpus = str(REPO_ROOT / recipe["corpus"]) if not os.path.isabs(recipe["corpus"]) else recipe["corpus"]
     train = results["train"]
     tokens = target_tokens_per_epoch(output, corpus, recipe.get("train_split", "train"), langs[1], langs[0])
     epochs = float(train.get("epoch") or 0.0)
@@ -162,6 +194,7 @@ def results_row(
         "test": test_scores(output, results, corpus, recipe.get("test_split", "test"), langs),
         "output_dir": _relative(output),
         "hypotheses": _relative(grid.archive_folder(run.name) / archive.HYPOTHESES),
+        "provenance": started_with,
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -205,7 +238,13 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
                 continue
             archive.archive_run(job.run.output_dir, grid.archive_folder(job.run.name))
             row = results_row(
-                job.run, grid, processes, job.ended - job.started, concurrent_runs=jobs, cpu_seconds=job.cpu_seconds
+                job.run,
+                grid,
+                processes,
+                job.ended - job.started,
+                concurrent_runs=jobs,
+                cpu_seconds=job.cpu_seconds,
+                started_with=job.provenance,
             )
             grid.results.parent.mkdir(parents=True, exist_ok=True)
             with open(grid.results, "a", encoding="utf-8") as handle:
@@ -241,6 +280,9 @@ def rerun_problem(row: dict[str, Any], run: Run, processes: int) -> str | None:
         return f"it ran recipe {row['recipe']}, the grid now names {_relative(run.recipe)}"
     if row["device"] != device_name(processes):
         return f"it ran on {row['device']}, this is {device_name(processes)} (set --processes to match)"
+    recorded = (row.get("provenance") or {}).get("corpus_sha256")
+    if recorded and recorded != provenance(_recipe_of(run)[1])["corpus_sha256"]:
+        return "its corpus files had other content than they have here (corpus_sha256 in its row)"
     return None
 
 
@@ -257,6 +299,19 @@ def reproduction_differences(row: dict[str, Any], output_dir: Path) -> list[str]
     return [
         f"{name} {recorded} in the row, {found} now" for name, (recorded, found) in pairs.items() if recorded != found
     ]
+
+
+def _what_changed(row: dict[str, Any], now: dict[str, Any]) -> str:
+    """Which of the row's provenance differs from ``now``, as a phrase (the first guess at a cause)."""
+    recorded = row.get("provenance")
+    if not recorded:
+        return "the row predates provenance records: code, packages and corpus then are unknown"
+    changed = [
+        key
+        for key in ("commit", "code_changed_from_commit", "packages", "corpus_sha256")
+        if recorded.get(key) != now[key]
+    ]
+    return f"changed since the run: {', '.join(changed)}" if changed else "same commit, packages and corpus"
 
 
 def restore(grid: Grid, runs: list[Run], processes: int) -> int:
@@ -285,6 +340,7 @@ def restore(grid: Grid, runs: list[Run], processes: int) -> int:
                 continue
         differences = reproduction_differences(row, run.output_dir)
         if differences:
+            differences.append(_what_changed(row, provenance(_recipe_of(run)[1])))
             kept = grid.output_root / "not_reproduced" / run.name
             attempt = 1
             while kept.exists():  # an earlier rerun that did not reproduce either: keep both
@@ -315,6 +371,7 @@ class _Running:
     process: subprocess.Popen
     log: IO[str]
     started: float
+    provenance: dict[str, Any]
     ended: float = 0.0
     cpu_seconds: float | None = None
 
@@ -332,13 +389,14 @@ class _Running:
     @classmethod
     def start(cls, run: Run, processes: int) -> _Running:
         command = train_command(run, processes)
+        started_with = provenance(_recipe_of(run)[1])
         run.output_dir.mkdir(parents=True, exist_ok=True)
         log = open(run.output_dir / "train.log", "a", encoding="utf-8")  # noqa: SIM115 - closed by wait()
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
         print(f"  {run.name}: started", flush=True)
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-        return cls(run, process, log, time.monotonic())
+        return cls(run, process, log, time.monotonic(), started_with)
 
     def wait(self) -> int:
         while (code := self.poll()) is None:
