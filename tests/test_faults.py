@@ -517,6 +517,32 @@ def test_two_runs_of_one_recipe_give_the_same_weights(tmp_path):
         torch.testing.assert_close(weights[0][name], weights[1][name], rtol=0, atol=0, msg=name)
 
 
+@pytest.mark.slow
+def test_two_data_parallel_runs_give_the_same_model_and_translations(tmp_path):
+    """The experiment grid trains with two gloo processes and restores runs by rerunning them, which
+    needs a rerun to be the same computation: weights, validation and test translations bit for bit."""
+    corpus = write_tiny_corpus(tmp_path / "corpus", {"train": 256, "valid": 16, "test": 16})
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    outputs = []
+    for run in ("a", "b"):
+        recipe = tiny_recipe(
+            corpus, tmp_path / run, max_steps=12, max_tokens_per_batch=120, eval_steps=6, save_steps=6, warmup_steps=2
+        )
+        command = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
+        command += ["--mixed_precision", "no", "--dynamo_backend", "no", str(TRAIN_SCRIPT)]
+        command.append(str(write_recipe(tmp_path / f"{run}.yaml", recipe)))
+        result = subprocess.run(command, capture_output=True, text=True, env=subprocess_env(), timeout=600)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        outputs.append(tmp_path / run)
+    first, second = outputs
+    weights = load_file(first / "model.safetensors"), load_file(second / "model.safetensors")
+    for name in weights[0]:
+        torch.testing.assert_close(weights[0][name], weights[1][name], rtol=0, atol=0, msg=name)
+    assert (first / "test_predictions.txt").read_bytes() == (second / "test_predictions.txt").read_bytes()
+    eval_scores = [json.loads((folder / "results.json").read_text())["eval"]["eval_bleu"] for folder in outputs]
+    assert eval_scores[0] == eval_scores[1]
+
+
 # --------------------------------------------------------------------------- slow: real kills during saves
 
 
