@@ -103,6 +103,7 @@ def test_every_run_appends_one_complete_row(finished_grid, experiments):
         assert provenance["commit"] is None or len(provenance["commit"]) == 40
         assert provenance["packages"]["torch"].startswith("2.")
         assert set(provenance["corpus_sha256"]) == {"train.jsonl", "valid.jsonl", "test.jsonl"}
+        assert provenance["cpu"]["model"] and provenance["cpu"]["kernels"]
     assert grid.archive == grid.results.parent / "archive" / "tiny"
     assert {row["options"]["attention_link"] for row in rows if row["variant"] == "al_both"} == {"both"}
     assert all(row["options"]["graph_attention"] for row in rows if row["variant"] == "graph_gate")
@@ -330,3 +331,5 @@ def test_restore_archives_nothing_that_does_not_match_its_row(finished_grid, exp
     assert experiments["run_grid"].rerun_problem(row, run, processes=1) is None
     other_corpus = {**row["provenance"], "corpus_sha256": {"test.jsonl": "0" * 64}}
     assert "corpus" in experiments["run_grid"].rerun_problem({**row, "provenance": other_corpus}, run, processes=1)
+    other_cpu = {**row["provenance"], "cpu": {"model": "another CPU", "kernels": "AVX512"}}
+    assert "float sums" in experiments["run_grid"].rerun_problem({**row, "provenance": other_cpu}, run, processes=1)

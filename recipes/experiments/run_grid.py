@@ -76,8 +76,12 @@ def _recipe_of(run: Run) -> tuple[dict[str, Any], str]:
 
 def provenance(corpus: str) -> dict[str, Any]:
     """What a rerun has to match to reproduce a run, taken when it starts: the code's commit and the code
-    files changed from it, the versions of the libraries that compute, and the corpus files' content."""
+    files changed from it, the versions of the libraries that compute, the corpus files' content, and
+    the CPU (its model and the vector kernels torch picks on it: float sums come out differently on
+    different ones, so a CPU run is reproducible bit for bit only on the same kind of CPU)."""
     from importlib.metadata import version
+
+    import torch
 
     from hf_graphtf.data.fingerprints import fingerprint
 
@@ -95,7 +99,18 @@ def provenance(corpus: str) -> dict[str, Any]:
         "code_changed_from_commit": None if changed is None else sorted(line[3:] for line in changed.splitlines()),
         "packages": {name: version(name) for name in ("torch", "transformers", "tokenizers", "accelerate")},
         "corpus_sha256": {path.name: fingerprint(path)["sha256"] for path in files} or None,
+        "cpu": {"model": _cpu_model(), "kernels": torch.backends.cpu.get_cpu_capability()},
     }
+
+
+def _cpu_model() -> str:
+    """The CPU's model name (Linux), else what the platform module knows."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 def target_tokens_per_epoch(output_dir: Path, corpus: str, split: str, tgt_lang: str, src_lang: str) -> int:
@@ -280,9 +295,11 @@ def rerun_problem(row: dict[str, Any], run: Run, processes: int) -> str | None:
         return f"it ran recipe {row['recipe']}, the grid now names {_relative(run.recipe)}"
     if row["device"] != device_name(processes):
         return f"it ran on {row['device']}, this is {device_name(processes)} (set --processes to match)"
-    recorded = (row.get("provenance") or {}).get("corpus_sha256")
-    if recorded and recorded != provenance(_recipe_of(run)[1])["corpus_sha256"]:
+    recorded, now = row.get("provenance") or {}, provenance(_recipe_of(run)[1])
+    if recorded.get("corpus_sha256") and recorded["corpus_sha256"] != now["corpus_sha256"]:
         return "its corpus files had other content than they have here (corpus_sha256 in its row)"
+    if "cuda" not in row["device"].lower() and recorded.get("cpu") and recorded["cpu"] != now["cpu"]:
+        return f"it ran on a CPU {recorded['cpu']}, this is {now['cpu']}: float sums would differ"
     return None
 
 
@@ -305,10 +322,10 @@ def _what_changed(row: dict[str, Any], now: dict[str, Any]) -> str:
     """Which of the row's provenance differs from ``now``, as a phrase (the first guess at a cause)."""
     recorded = row.get("provenance")
     if not recorded:
-        return "the row predates provenance records: code, packages and corpus then are unknown"
+        return "the row predates provenance records: code, packages, corpus and CPU then are unknown"
     changed = [
         key
-        for key in ("commit", "code_changed_from_commit", "packages", "corpus_sha256")
+        for key in ("commit", "code_changed_from_commit", "packages", "corpus_sha256", "cpu")
         if recorded.get(key) != now[key]
     ]
     return f"changed since the run: {', '.join(changed)}" if changed else "same commit, packages and corpus"
