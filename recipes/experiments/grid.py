@@ -120,6 +120,12 @@ class Grid:
         return [row for row in read_results(self.results) if row.get("grid") == self.name]
 
 
+def resolve_corpus(corpus: str) -> str:
+    """A recipe's corpus as the scripts open it: a path relative to the repository made absolute; an
+    absolute path or a Hub id as it is."""
+    return corpus if Path(corpus).is_absolute() or not (REPO_ROOT / corpus).exists() else str(REPO_ROOT / corpus)
+
+
 def read_results(path: Path) -> list[dict[str, Any]]:
     """The rows of a results file (JSON lines); a damaged line is an error naming the file and line."""
     if not path.is_file():

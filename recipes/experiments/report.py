@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import archive
-from grid import REPO_ROOT, Grid
+from grid import REPO_ROOT, Grid, resolve_corpus
 
 LINK_ROWS = ("vanilla", "al_encoder", "al_decoder", "al_both", "al_both_cumulative")
 GRAPH_ROWS = (
@@ -401,8 +401,7 @@ def _corpus(grid: Grid) -> tuple[str, str, str]:
     from hf_graphtf.training.arguments import load_recipe
 
     recipe = {**load_recipe(REPO_ROOT / next(iter(grid.variants.values()))["recipe"]), **grid.common}
-    corpus = recipe["corpus"]
-    corpus = corpus if Path(corpus).is_absolute() or not (REPO_ROOT / corpus).exists() else str(REPO_ROOT / corpus)
+    corpus = resolve_corpus(recipe["corpus"])
     return corpus, recipe.get("src_lang", "es"), recipe.get("tgt_lang", "en")
 
 

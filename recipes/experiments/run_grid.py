@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import archive
-from grid import REPO_ROOT, Grid, Run
+from grid import REPO_ROOT, Grid, Run, resolve_corpus
 
 TRAIN_SCRIPT = REPO_ROOT / "recipes" / "train_translation.py"
 
@@ -70,8 +70,7 @@ def _recipe_of(run: Run) -> tuple[dict[str, Any], str]:
     from hf_graphtf.training.arguments import load_recipe
 
     recipe = {**load_recipe(run.recipe), **run.overrides}
-    corpus = recipe["corpus"]
-    return recipe, corpus if os.path.isabs(corpus) or not (REPO_ROOT / corpus).exists() else str(REPO_ROOT / corpus)
+    return recipe, resolve_corpus(recipe["corpus"])
 
 
 def provenance(corpus: str) -> dict[str, Any]:
