@@ -196,7 +196,7 @@ def test_grid_errors_name_the_problem(tmp_path, experiments):
             experiments["run_grid"].main([str(tmp_path / "no-such-grid.yaml"), flag, "0"])
 
 
-@pytest.mark.parametrize("name", ["grid_bible_cpu.yaml", "grid_bible_gpu.yaml"])
+@pytest.mark.parametrize("name", ["grid_bible_cpu.yaml", "grid_bible_cpu_v2.yaml", "grid_bible_gpu.yaml"])
 def test_the_committed_grids_read_and_name_committed_recipes(experiments, name):
     grid = experiments["grid"].Grid.load(EXPERIMENTS / name)
     runs = grid.runs("core", "10k")
@@ -218,6 +218,20 @@ def test_the_gpu_grid_runs_the_cpu_grids_variants(experiments):
     """The GPU grid repeats the CPU grid's variant list (a grid file has no includes): they must not drift."""
     cpu, gpu = (experiments["grid"].Grid.load(EXPERIMENTS / f"grid_bible_{kind}.yaml") for kind in ("cpu", "gpu"))
     assert gpu.variants == cpu.variants and gpu.core == cpu.core and gpu.seeds == cpu.seeds
+
+
+def test_the_cpu_grids_rerun_keeps_the_protocol(experiments):
+    """grid_bible_cpu_v2 reruns grid_bible_cpu to keep every run's outputs: only where they go may differ."""
+    first, rerun = (
+        experiments["grid"].Grid.load(EXPERIMENTS / name) for name in ("grid_bible_cpu.yaml", "grid_bible_cpu_v2.yaml")
+    )
+    for key in ("seeds", "common", "sizes", "variants", "core"):
+        assert getattr(rerun, key) == getattr(first, key), key
+    for key in ("name", "results", "output_root", "archive"):
+        assert getattr(rerun, key) != getattr(first, key), key
+    assert [(run.variant, run.size, run.seed) for run in rerun.runs()] == [
+        (run.variant, run.size, run.seed) for run in first.runs()
+    ]
 
 
 def test_the_readme_gets_the_generated_tables(finished_grid, experiments, tmp_path):
