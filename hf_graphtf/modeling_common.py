@@ -152,6 +152,8 @@ class GraphEncoderMixin:
     ) -> BaseModelOutput:
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+        if not self.config.graph_attention:  # linked layers: refuse a kernel switched after loading before
+            check_link_implementation(self.config._attn_implementation)  # building its (costly) flex masks
         hidden_states, inputs_embeds = self.embed(input_ids, inputs_embeds)
         attention_mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask
@@ -209,6 +211,7 @@ class GraphDecoderMixin:
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of decoder_input_ids or decoder_inputs_embeds")
+        check_link_implementation(self.config._attn_implementation)  # as in the encoder: before any mask
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0

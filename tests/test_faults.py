@@ -495,9 +495,11 @@ print(tokenizer.backend_tokenizer.to_str())
 """
 
 
+@pytest.mark.slow
 def test_two_processes_train_the_same_tokenizer(tmp_path):
     """Equal-score pieces, last-bit score differences and the added alphabet once made every process
-    number the vocabulary differently; five processes now write one identical file."""
+    number the vocabulary differently; five processes now write one identical file. (Slow: 35 s. The
+    default run compares the tokenizer two training processes write, in the test below.)"""
     corpus = write_tiny_corpus(tmp_path / "corpus", {"train": 400}, seed=3)
     outputs = {run_python("-c", _TOKENIZER_SCRIPT, str(corpus), "200").stdout for _ in range(5)}
     assert len(outputs) == 1 and outputs.pop().strip()

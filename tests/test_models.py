@@ -245,11 +245,26 @@ def test_link_refuses_kernels_that_would_drop_it(family):
     assert graph._supports_flash_attn and graph._supports_flex_attn
 
 
-def test_link_refuses_kernel_switched_after_loading(family):
+def test_link_refuses_kernel_switched_after_loading(family, monkeypatch):
+    from hf_graphtf import modeling_common
+
     model = tiny_model(family, OPTION_MATRIX["al-both"], dtype=torch.float32)
     model.config._attn_implementation = "flex_attention"
     with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
         _forward(model)
+    # each linked stack refuses it before building masks for it (flex masks take seconds to build)
+    for mask in ("create_bidirectional_mask", "create_causal_mask"):
+        monkeypatch.setattr(modeling_common, mask, lambda **_: pytest.fail("mask built before the check"))
+    input_ids, _ = source_batch()
+    with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
+        model.model.encoder(input_ids=input_ids)
+    with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
+        model.model.decoder(
+            input_ids=target_batch(), encoder_hidden_states=torch.zeros(*input_ids.shape, model.config.d_model)
+        )
+    attention = model.model.encoder.layers[0].self_attn
+    with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
+        attention(torch.zeros(1, 3, model.config.d_model))  # and by each linked attention module
 
 
 @pytest.mark.parametrize("options", [k for k in OPTION_MATRIX if k.startswith("graph")])
