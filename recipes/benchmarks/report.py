@@ -19,16 +19,7 @@ from pathlib import Path
 import torch
 import transformers
 
-
-def cpu_model() -> str:
-    """The CPU's marketing name from /proc/cpuinfo (Linux), else what `platform` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from hf_graphtf.machine import cpu_model
 
 
 def load_average() -> str:

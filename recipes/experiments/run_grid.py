@@ -83,6 +83,7 @@ def provenance(corpus: str) -> dict[str, Any]:
     import torch
 
     from hf_graphtf.data.fingerprints import fingerprint
+    from hf_graphtf.machine import cpu_model
 
     def git(*args: str) -> str | None:
         try:
@@ -98,18 +99,8 @@ def provenance(corpus: str) -> dict[str, Any]:
         "code_changed_from_commit": None if changed is None else sorted(line[3:] for line in changed.splitlines()),
         "packages": {name: version(name) for name in ("torch", "transformers", "tokenizers", "accelerate")},
         "corpus_sha256": {path.name: fingerprint(path)["sha256"] for path in files} or None,
-        "cpu": {"model": _cpu_model(), "kernels": torch.backends.cpu.get_cpu_capability()},
+        "cpu": {"model": cpu_model(), "kernels": torch.backends.cpu.get_cpu_capability()},
     }
-
-
-def _cpu_model() -> str:
-    """The CPU's model name (Linux), else what the platform module knows."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def target_tokens_per_epoch(output_dir: Path, corpus: str, split: str, tgt_lang: str, src_lang: str) -> int:
