@@ -153,6 +153,36 @@ def test_the_speed_ratio_compares_each_sides_fastest_run(experiments):
     assert experiments["report"]._speed_ratio(rows_by, "graph_sum", ["10k"]) == "–"
 
 
+def test_the_speed_ratio_leaves_validation_out_only_where_every_run_can(experiments):
+    """Training-step speed (validation passes left out) where every run of both sides has it; else the
+    recorded speed for both sides: a ratio never compares one measure with the other."""
+    vanilla = [{"target_tokens_per_second": 2000.0, "alone": 2400.0}, {"target_tokens_per_second": 1900.0}]
+    gate = [{"target_tokens_per_second": 1500.0, "alone": 1500.0}, {"target_tokens_per_second": 1000.0}]
+    rows_by = {("vanilla", "10k"): vanilla, ("graph_gate", "10k"): gate}
+    speed_ratio = experiments["report"]._speed_ratio
+    assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: row.get("alone")) == "0.75"  # recorded: 1500 / 2000
+    vanilla[1]["alone"], gate[1]["alone"] = 2000.0, 900.0
+    assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: row.get("alone")) == "0.62"  # alone: 1500 / 2400
+
+
+def test_training_speed_leaves_the_validation_passes_out(finished_grid, experiments):
+    """The Trainer's train_runtime includes each validation; the report's training figures subtract the
+    logged eval_runtime, and the page shows both speeds."""
+    grid, _ = finished_grid
+    report = experiments["report"]
+    page = report.write_report(grid, analysis=False).read_text(encoding="utf-8")
+    for row in experiments["grid"].read_results(grid.results):
+        log = json.loads((grid.archive_folder(row["run"]) / "log_history.json").read_text(encoding="utf-8"))
+        validating = sum(entry["eval_runtime"] for entry in log if "eval_runtime" in entry)
+        assert validating > 0
+        assert report.training_seconds(grid, row) == pytest.approx(row["train_seconds"] - validating)
+        speed = report.training_speed(grid, row)
+        assert speed > row["target_tokens_per_second"]
+        assert f"| {row['target_tokens_per_second']} | {speed} | {row['wall_seconds']} |" in page
+        steps, minutes, _ = report.learning_curve(grid, row)[-1]
+        assert minutes == pytest.approx(steps * report.training_seconds(grid, row) / row["steps"] / 60)
+
+
 def test_jobs_run_side_by_side_and_a_failed_run_starts_no_more(tmp_path, experiments, capsys):
     """``--jobs 2``: the runs overlap, the parent alone writes rows, and after a failed run the running
     one finishes with its row while the queued one never starts."""

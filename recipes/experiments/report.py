@@ -24,6 +24,7 @@ import datetime
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def comparison_table(
         if with_cost:
             runs = [row for size in sizes for row in rows_by.get((variant, size), [])]
             cells.append(f"{runs[0]['parameters'] / 1e6:.2f} M")
-            cells.append(_speed_ratio(rows_by, variant, sizes))
+            cells.append(_speed_ratio(rows_by, variant, sizes, lambda row: training_speed(grid, row)))
         for size in sizes:
             runs = rows_by.get((variant, size), [])
             base = rows_by.get(("vanilla", size), [])
@@ -129,18 +130,52 @@ def comparison_table(
     return lines
 
 
-def _speed_ratio(rows_by: dict[tuple[str, str], list[dict]], variant: str, sizes: list[str]) -> str:
+def training_seconds(grid: Grid, row: dict[str, Any]) -> float | None:
+    """Seconds the run spent on its training steps: the Trainer's ``train_runtime`` less the validation
+    passes inside it, from the run's training log; None without the log.
+
+    Each validation generates greedily for ``max_eval_samples`` sentences, and how long that takes
+    follows how long the model's outputs are at that moment (an early model runs to
+    ``generation_max_length``), not the cost of a training step; it is about a twelfth of
+    ``train_runtime`` in the Bible grids, more in a variant that keeps stuttering.
+    """
+    history = _log_history(grid, row)
+    if history is None or not row.get("train_seconds"):
+        return None
+    validating = sum(entry.get("eval_runtime", 0.0) for entry in history)
+    return row["train_seconds"] - validating if validating < row["train_seconds"] else None
+
+
+def training_speed(grid: Grid, row: dict[str, Any]) -> float | None:
+    """Target tokens per second of training steps alone (``training_seconds``); None without the log."""
+    seconds, recorded = training_seconds(grid, row), row.get("target_tokens_per_second")
+    return round(recorded * row["train_seconds"] / seconds, 1) if seconds and recorded else None
+
+
+def _speed_ratio(
+    rows_by: dict[tuple[str, str], list[dict]],
+    variant: str,
+    sizes: list[str],
+    speed_of: Callable[[dict[str, Any]], float | None] = lambda row: None,
+) -> str:
     """The variant's training speed over vanilla's, from each side's fastest run, averaged over sizes.
 
     Runs of a grid share a machine with whatever else runs there, and sharing only ever slows a run
     down, so the fastest seed is the best estimate of the speed the shape gets alone; a mean over
     seeds would charge a variant for the seeds that happened to run beside other work.
+
+    ``speed_of`` gives a run's speed without its validation passes (``training_speed``); at a size
+    where some run on either side lacks it, both sides fall back to the recorded figure, which
+    includes them, so that a ratio never compares one measure with the other.
     """
     ratios = []
     for size in sizes:
         runs, base = rows_by.get((variant, size), []), rows_by.get(("vanilla", size), [])
-        speed = [row["target_tokens_per_second"] for row in runs if row.get("target_tokens_per_second")]
-        base_speed = [row["target_tokens_per_second"] for row in base if row.get("target_tokens_per_second")]
+        speeds = {id(row): speed_of(row) for row in runs + base}
+        if None in speeds.values():
+            speeds = {id(row): row.get("target_tokens_per_second") for row in runs + base}
+        speed = [speeds[id(row)] for row in runs if speeds[id(row)]]
+        base_speed = [speeds[id(row)] for row in base if speeds[id(row)]]
         if speed and base_speed:
             ratios.append(max(speed) / max(base_speed))
     return f"{statistics.mean(ratios):.2f}" if ratios else "–"
@@ -183,11 +218,13 @@ def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, p
 
 def learning_curve(grid: Grid, row: dict[str, Any]) -> list[tuple[int, float, float]] | None:
     """(step, minutes, valid BLEU) of each evaluation, from the run's training log; minutes are the
-    step times the run's mean seconds per step."""
+    step times the run's mean seconds per training step, validation passes left out
+    (``training_seconds``)."""
     history = _log_history(grid, row)
     if history is None:
         return None
-    per_step = row["train_seconds"] / row["steps"] / 60 if row.get("steps") else 0.0
+    seconds = training_seconds(grid, row) or row["train_seconds"]
+    per_step = seconds / row["steps"] / 60 if row.get("steps") else 0.0
     points = {entry["step"]: entry["eval_bleu"] for entry in history if "eval_bleu" in entry}
     return [(step, step * per_step, bleu) for step, bleu in sorted(points.items())]
 
@@ -331,7 +368,8 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         f"({BOOTSTRAP_SAMPLES} samples) on the seeds' pooled translations. tok. BLEU: Moses-tokenized, the papers' "
         "multi-bleu convention. Speed vs vanilla: target tokens/s of the variant's fastest seed over "
         "vanilla's fastest at each size, averaged over the sizes the variant has run at (a run that "
-        "shared the machine only reads slower).",
+        "shared the machine only reads slower); training steps only, the validation passes left out "
+        "(`train tok/s` below), at sizes where every run of both sides has its training log.",
         "",
         "## Attention link (as the paper's Tables III/IV/VIII)",
         "",
@@ -351,9 +389,12 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         "2026-11-22): compare it between runs of the same shape; one that shared the machine with other "
         "work got fewer cores and its speed reads low.",
         "",
+        "`target tok/s` is over the Trainer's whole training run, validation passes included; `train tok/s` "
+        "leaves them out (from the run's training log).",
+        "",
         "| run | device | steps | epochs | valid BLEU | test BLEU | chrF | chrF++ | tok. BLEU | stuttering | "
-        "target tok/s | wall s | cores used |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "target tok/s | train tok/s | wall s | cores used |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(rows, key=lambda row: (row["size"], row["variant"], row["seed"])):
         test = row["test"]
@@ -362,7 +403,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
             f"| {row['run']} | {row['device']} | {row['steps']} | {row['epochs']} | {row['valid']['bleu']} | "
             f"{test['bleu']} | {test['chrf']} | {test['chrf_pp']} | {test['bleu_tokenized']} | "
             f"{'–' if stutter is None else f'{stutter:.1%}'} | {row['target_tokens_per_second']} | "
-            f"{row['wall_seconds']} | {row.get('cores_used') or '–'} |"
+            f"{training_speed(grid, row) or '–'} | {row['wall_seconds']} | {row.get('cores_used') or '–'} |"
         )
     path = out / "RESULTS.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
