@@ -1,6 +1,6 @@
 """The experiment grid runner and its report on a tiny grid (tiny models, two steps, a tiny corpus).
 
-The figures and numbers themselves come from real runs (recipes/experiments/RESULTS.md), never from here.
+The figures and numbers themselves come from real runs (recipes/experiments/RESULTS_<grid>.md), never from here.
 """
 
 from __future__ import annotations
@@ -140,6 +140,21 @@ def test_the_report_lists_every_run_with_tables_tests_and_figures(finished_grid,
     for name in ("bleu_by_length_small", "learning_curves_small", "gates_small", "entropy_small"):
         assert (figures / f"{name}.png").stat().st_size > 0, name
         assert f"figures/tiny/{name}.png" in page
+
+
+def test_each_grid_writes_its_own_page(finished_grid, experiments, tmp_path):
+    """Two grids beside one results file (a CPU grid and its rerun, or the GPU grid) keep both pages."""
+    grid, path = finished_grid
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    other_path = tmp_path / "other.yaml"
+    other_path.write_text(yaml.safe_dump({**spec, "name": "tiny_rerun"}), encoding="utf-8")
+    other = experiments["grid"].Grid.load(other_path)
+    page = experiments["report"].write_report(grid, analysis=False)
+    assert page == grid.results.parent / "RESULTS_tiny.md"
+    before = page.read_text(encoding="utf-8")
+    other_page = experiments["report"].write_report(other, analysis=False)  # no rows of its own yet
+    assert other_page == grid.results.parent / "RESULTS_tiny_rerun.md" and "(0 runs;" in other_page.read_text()
+    assert page.read_text(encoding="utf-8") == before
 
 
 def test_the_speed_ratio_compares_each_sides_fastest_run(experiments):
@@ -296,9 +311,9 @@ def test_the_report_refuses_runs_whose_outputs_are_not_here(finished_grid, exper
     assert report.main([str(moved), "--no-analysis"]) == 2
     error = capsys.readouterr().err
     assert rows[0]["run"] in error and "--allow-missing-outputs" in error and "--restore" in error
-    assert not (results.parent / "RESULTS.md").exists()
+    assert not (results.parent / "RESULTS_tiny.md").exists()
     assert report.main([str(moved), "--no-analysis", "--allow-missing-outputs"]) == 0
-    assert (results.parent / "RESULTS.md").is_file()
+    assert (results.parent / "RESULTS_tiny.md").is_file()
 
 
 def copy_of_grid(grid_path: Path, base: Path, rows: list[dict] | None = None) -> Path:
@@ -340,7 +355,7 @@ def test_restore_archives_output_folders_and_reruns_what_is_gone(finished_grid, 
 
     shutil.rmtree(grid.output_root)  # a checkout elsewhere: the archive alone makes the page
     assert report.main([str(moved), "--no-analysis"]) == 0
-    page = (grid.results.parent / "RESULTS.md").read_text(encoding="utf-8")
+    page = grid.page.read_text(encoding="utf-8")
     al_row = next(line for line in page.splitlines() if line.startswith("| al_both |"))
     assert float(al_row.split("|")[4]) <= 1.0  # the bootstrap test ran on archived translations
     assert (grid.results.parent / "figures" / "tiny" / "learning_curves_small.png").is_file()

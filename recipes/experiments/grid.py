@@ -84,6 +84,12 @@ class Grid:
             core=list(spec.get("core") or variants),
         )
 
+    @property
+    def page(self) -> Path:
+        """The report's page, ``RESULTS_<name>.md`` beside the results file: one page per grid, so that one
+        grid's report never replaces another's (figures likewise go to ``figures/<name>/``)."""
+        return self.results.parent / f"RESULTS_{self.name}.md"
+
     def select(self, names: str | None, available: list[str], what: str) -> list[str]:
         """``all``/None, ``core`` (variants), or a comma-separated list checked against ``available``."""
         if names in (None, "all"):

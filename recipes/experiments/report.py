@@ -1,4 +1,4 @@
-"""Turn a grid's results file into RESULTS.md and PNG figures.
+"""Turn a grid's results file into its page, ``RESULTS_<grid name>.md``, and PNG figures.
 
     python recipes/experiments/report.py recipes/experiments/grid_bible_cpu.yaml
     python recipes/experiments/report.py GRID --no-analysis   # no model loading: gate/entropy figures kept
@@ -320,9 +320,9 @@ def _rows_by_cell(grid: Grid) -> dict[tuple[str, str], list[dict]]:
 
 
 def write_report(grid: Grid, analysis: bool = True) -> Path:
-    """Write RESULTS.md and its figures. Without ``analysis`` no model is loaded: the gate and entropy
-    figures are not redrawn, and those already in the figures folder (drawn from the same first-seed
-    models, which a finished run never changes) stay linked."""
+    """Write the grid's page (``grid.page``) and its figures. Without ``analysis`` no model is loaded:
+    the gate and entropy figures are not redrawn, and those already in the figures folder (drawn from
+    the same first-seed models, which a finished run never changes) stay linked."""
     rows = grid.finished_rows()
     rows_by = _rows_by_cell(grid)
     sizes = [size for size in grid.sizes if any(size == key[1] for key in rows_by)]
@@ -405,7 +405,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
             f"{'–' if stutter is None else f'{stutter:.1%}'} | {row['target_tokens_per_second']} | "
             f"{training_speed(grid, row) or '–'} | {row['wall_seconds']} | {row.get('cores_used') or '–'} |"
         )
-    path = out / "RESULTS.md"
+    path = grid.page
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
