@@ -134,10 +134,10 @@ def training_seconds(grid: Grid, row: dict[str, Any]) -> float | None:
     """Seconds the run spent on its training steps: the Trainer's ``train_runtime`` less the validation
     passes inside it, from the run's training log; None without the log.
 
-    Each validation generates greedily for ``max_eval_samples`` sentences, and how long that takes
-    follows how long the model's outputs are at that moment (an early model runs to
-    ``generation_max_length``), not the cost of a training step; it is about a twelfth of
-    ``train_runtime`` in the Bible grids, more in a variant that keeps stuttering.
+    Each validation generates greedily for ``max_eval_samples`` sentences; how long that takes depends
+    on the validation settings and on how long the model's outputs are at that moment (an early model
+    runs to ``generation_max_length``), not on the cost of a training step. In the Bible grids it is
+    8-9% of ``train_runtime``.
     """
     history = _log_history(grid, row)
     if history is None or not row.get("train_seconds"):
