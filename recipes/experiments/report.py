@@ -139,17 +139,27 @@ def training_seconds(grid: Grid, row: dict[str, Any]) -> float | None:
     runs to ``generation_max_length``), not on the cost of a training step. In the Bible grids it is
     8-9% of ``train_runtime``.
     """
-    history = _log_history(grid, row)
-    if history is None or not row.get("train_seconds"):
-        return None
-    validating = sum(entry.get("eval_runtime", 0.0) for entry in history)
-    return row["train_seconds"] - validating if validating < row["train_seconds"] else None
+    times = _runtime_and_training_seconds(_log_history(grid, row))
+    return times[1] if times else None
 
 
 def training_speed(grid: Grid, row: dict[str, Any]) -> float | None:
-    """Target tokens per second of training steps alone (``training_seconds``); None without the log."""
-    seconds, recorded = training_seconds(grid, row), row.get("target_tokens_per_second")
-    return round(recorded * row["train_seconds"] / seconds, 1) if seconds and recorded else None
+    """Target tokens per second of training steps alone (``training_seconds``); None without the log.
+
+    The recorded speed is the run's target tokens over the logged ``train_runtime``, so rescaling it by
+    that runtime over the training seconds gives the same tokens over the shorter time."""
+    times, recorded = _runtime_and_training_seconds(_log_history(grid, row)), row.get("target_tokens_per_second")
+    return round(recorded * times[0] / times[1], 1) if times and recorded else None
+
+
+def _runtime_and_training_seconds(history: list[dict[str, Any]] | None) -> tuple[float, float] | None:
+    """(``train_runtime``, that less every ``eval_runtime``) from a training log. The log's runtime is
+    unrounded: the row keeps it to 0.1 s, too coarse for short runs whose validation takes most of it."""
+    runtimes = [entry["train_runtime"] for entry in history or [] if "train_runtime" in entry]
+    if not runtimes:
+        return None
+    validating = sum(entry.get("eval_runtime", 0.0) for entry in history)
+    return (runtimes[-1], runtimes[-1] - validating) if validating < runtimes[-1] else None
 
 
 def _speed_ratio(
