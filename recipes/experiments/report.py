@@ -233,7 +233,8 @@ def learning_curve(grid: Grid, row: dict[str, Any]) -> list[tuple[int, float, fl
     history = _log_history(grid, row)
     if history is None:
         return None
-    seconds = training_seconds(grid, row) or row["train_seconds"]
+    times = _runtime_and_training_seconds(history)
+    seconds = times[1] if times else row["train_seconds"]
     per_step = seconds / row["steps"] / 60 if row.get("steps") else 0.0
     points = {entry["step"]: entry["eval_bleu"] for entry in history if "eval_bleu" in entry}
     return [(step, step * per_step, bleu) for step, bleu in sorted(points.items())]
