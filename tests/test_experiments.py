@@ -182,25 +182,34 @@ def test_the_speed_ratio_leaves_validation_out_only_where_every_run_can(experime
 
 def test_training_speed_leaves_the_validation_passes_out(finished_grid, experiments):
     """The Trainer's train_runtime includes each validation; the report's training figures subtract the
-    logged eval_runtime, and the page shows both speeds."""
+    logged eval_runtime, and the page shows both speeds. A resumed run's runtime is its last sitting's
+    alone while its log keeps the earlier sitting's validations: only its own are subtracted, and its
+    speed counts only the steps it trained."""
     grid, _ = finished_grid
-    report = experiments["report"]
+    report, run_grid = experiments["report"], experiments["run_grid"]
     page = report.write_report(grid, analysis=False).read_text(encoding="utf-8")
     for row in experiments["grid"].read_results(grid.results):
-        if row["run"] == "al_both-small-seed1":
-            # resumed: its train_runtime is the last sitting's alone, but its log keeps both sittings'
-            # validations (a known limit, noted on the issue); no v2 row was resumed
-            continue
+        resumed = row["resumed_from_step"]
+        assert resumed == (1 if row["run"] == "al_both-small-seed1" else None)
         log = json.loads((grid.archive_folder(row["run"]) / "log_history.json").read_text(encoding="utf-8"))
-        validating = sum(entry["eval_runtime"] for entry in log if "eval_runtime" in entry)
+        sitting = [entry for entry in log if entry["step"] > (resumed or 0)]
+        validating = sum(entry["eval_runtime"] for entry in sitting if "eval_runtime" in entry)
         runtime = next(entry["train_runtime"] for entry in log if "train_runtime" in entry)
         assert validating > 0 and runtime == pytest.approx(row["train_seconds"], abs=0.05)
         assert report.training_seconds(grid, row) == pytest.approx(runtime - validating)
+        output = grid.output_root / row["run"]
+        tokens = run_grid.target_tokens_per_epoch(
+            output, str(grid.results.parent.parent / "corpus"), "train", "en", "es"
+        )
+        trained_epochs = row["epochs"] * (row["steps"] - (resumed or 0)) / row["steps"]
+        assert row["target_tokens_per_second"] == pytest.approx(tokens * trained_epochs / runtime, rel=5e-3)
         speed = report.training_speed(grid, row)
         assert speed > row["target_tokens_per_second"]
         assert f"| {row['target_tokens_per_second']} | {speed} | {row['wall_seconds']} |" in page
         steps, minutes, _ = report.learning_curve(grid, row)[-1]
-        assert minutes == pytest.approx(steps * report.training_seconds(grid, row) / row["steps"] / 60)
+        trained_steps = row["steps"] - (resumed or 0)
+        assert minutes == pytest.approx(steps * report.training_seconds(grid, row) / trained_steps / 60)
+    assert "| al_both-small-seed1 | cpu" in page and "| 2 (resumed at 1) |" in page
 
 
 def test_jobs_run_side_by_side_and_a_failed_run_starts_no_more(tmp_path, experiments, capsys):

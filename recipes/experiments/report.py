@@ -137,9 +137,10 @@ def training_seconds(grid: Grid, row: dict[str, Any]) -> float | None:
     Each validation generates greedily for ``max_eval_samples`` sentences; how long that takes depends
     on the validation settings and on how long the model's outputs are at that moment (an early model
     runs to ``generation_max_length``), not on the cost of a training step. In the Bible grids it is
-    8-9% of ``train_runtime``.
+    8-9% of ``train_runtime``. A resumed run's runtime is its last sitting's, so only the validations
+    that sitting ran (after ``resumed_from_step``) are subtracted.
     """
-    times = _runtime_and_training_seconds(_log_history(grid, row))
+    times = _runtime_and_training_seconds(_log_history(grid, row), row.get("resumed_from_step") or 0)
     return times[1] if times else None
 
 
@@ -148,17 +149,22 @@ def training_speed(grid: Grid, row: dict[str, Any]) -> float | None:
 
     The recorded speed is the run's target tokens over the logged ``train_runtime``, so rescaling it by
     that runtime over the training seconds gives the same tokens over the shorter time."""
-    times, recorded = _runtime_and_training_seconds(_log_history(grid, row)), row.get("target_tokens_per_second")
+    times = _runtime_and_training_seconds(_log_history(grid, row), row.get("resumed_from_step") or 0)
+    recorded = row.get("target_tokens_per_second")
     return round(recorded * times[0] / times[1], 1) if times and recorded else None
 
 
-def _runtime_and_training_seconds(history: list[dict[str, Any]] | None) -> tuple[float, float] | None:
-    """(``train_runtime``, that less every ``eval_runtime``) from a training log. The log's runtime is
-    unrounded: the row keeps it to 0.1 s, too coarse for short runs whose validation takes most of it."""
+def _runtime_and_training_seconds(
+    history: list[dict[str, Any]] | None, from_step: int = 0
+) -> tuple[float, float] | None:
+    """(``train_runtime``, that less the ``eval_runtime`` of each validation after ``from_step``) from a
+    training log. The log's runtime is unrounded: the row keeps it to 0.1 s, too coarse for short runs
+    whose validation takes most of it. A resumed run's log keeps the earlier sittings' validations (up
+    to the checkpoint it resumed from) but its runtime is the last sitting's alone."""
     runtimes = [entry["train_runtime"] for entry in history or [] if "train_runtime" in entry]
     if not runtimes:
         return None
-    validating = sum(entry.get("eval_runtime", 0.0) for entry in history)
+    validating = sum(entry.get("eval_runtime", 0.0) for entry in history if entry.get("step", 0) > from_step)
     return (runtimes[-1], runtimes[-1] - validating) if validating < runtimes[-1] else None
 
 
@@ -229,13 +235,15 @@ def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, p
 def learning_curve(grid: Grid, row: dict[str, Any]) -> list[tuple[int, float, float]] | None:
     """(step, minutes, valid BLEU) of each evaluation, from the run's training log; minutes are the
     step times the run's mean seconds per training step, validation passes left out
-    (``training_seconds``)."""
+    (``training_seconds``; for a resumed run, its last sitting's steps)."""
     history = _log_history(grid, row)
     if history is None:
         return None
-    times = _runtime_and_training_seconds(history)
+    resumed = row.get("resumed_from_step") or 0
+    times = _runtime_and_training_seconds(history, resumed)
     seconds = times[1] if times else row["train_seconds"]
-    per_step = seconds / row["steps"] / 60 if row.get("steps") else 0.0
+    steps = (row.get("steps") or 0) - resumed
+    per_step = seconds / steps / 60 if steps > 0 else float("nan")  # nan: a point matplotlib leaves out
     points = {entry["step"]: entry["eval_bleu"] for entry in history if "eval_bleu" in entry}
     return [(step, step * per_step, bleu) for step, bleu in sorted(points.items())]
 
@@ -401,7 +409,9 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         "work got fewer cores and its speed reads low.",
         "",
         "`target tok/s` is over the Trainer's whole training run, validation passes included; `train tok/s` "
-        "leaves them out (from the run's training log).",
+        "leaves them out (from the run's training log). A run interrupted and resumed from a checkpoint "
+        "shows that checkpoint's step under `steps`; its speeds, wall seconds and cores are those of the "
+        "sitting that finished it (rows made since 2026-11-23 record this; older rows do not say).",
         "",
         "| run | device | steps | epochs | valid BLEU | test BLEU | chrF | chrF++ | tok. BLEU | stuttering | "
         "target tok/s | train tok/s | wall s | cores used |",
@@ -411,7 +421,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         test = row["test"]
         stutter = test.get("repeated_token_outputs")
         lines.append(
-            f"| {row['run']} | {row['device']} | {row['steps']} | {row['epochs']} | {row['valid']['bleu']} | "
+            f"| {row['run']} | {row['device']} | {_steps_cell(row)} | {row['epochs']} | {row['valid']['bleu']} | "
             f"{test['bleu']} | {test['chrf']} | {test['chrf_pp']} | {test['bleu_tokenized']} | "
             f"{'–' if stutter is None else f'{stutter:.1%}'} | {row['target_tokens_per_second']} | "
             f"{training_speed(grid, row) or '–'} | {row['wall_seconds']} | {row.get('cores_used') or '–'} |"
@@ -419,6 +429,11 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
     path = grid.page
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def _steps_cell(row: dict[str, Any]) -> str:
+    resumed = row.get("resumed_from_step")
+    return f"{row['steps']} (resumed at {resumed})" if resumed else str(row["steps"])
 
 
 README_START, README_END = "<!-- experiment tables: start -->", "<!-- experiment tables: end -->"

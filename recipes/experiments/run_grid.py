@@ -159,6 +159,7 @@ def results_row(
     concurrent_runs: int = 1,
     cpu_seconds: float | None = None,
     started_with: dict[str, Any] | None = None,
+    resumed_from_step: int | None = None,
 ) -> dict[str, Any]:
     """The JSON line of a finished run, from its results.json and saved translations (archived first).
 
@@ -167,7 +168,14 @@ def results_row(
     ``cpu_seconds`` is the CPU time of the run's whole process tree; divided by the wall time it gives
     the cores the run actually got, which shows when other work on the machine slowed it down (a
     wall-clock speed alone cannot tell a slower variant from a busier machine). ``started_with`` is the
-    run's ``provenance`` when it started."""
+    run's ``provenance`` when it started.
+
+    ``resumed_from_step`` is the checkpoint step the run's last sitting resumed from (None when it ran
+    in one sitting). The time figures (wall, CPU and training seconds) are then the last sitting's:
+    the Trainer's ``train_runtime`` covers only its own ``train()`` call and the time of the earlier
+    sittings is not kept anywhere. So the speed is that sitting's too: the target tokens of the steps
+    it trained, over its runtime (the batches are fixed, so each step is the same share of an epoch).
+    """
     output = run.output_dir
     results = json.loads((output / "results.json").read_text(encoding="utf-8"))
     recipe, corpus = _recipe_of(run)
@@ -176,6 +184,8 @@ def results_row(
     tokens = target_tokens_per_epoch(output, corpus, recipe.get("train_split", "train"), langs[1], langs[0])
     epochs = float(train.get("epoch") or 0.0)
     runtime = float(train.get("train_runtime") or 0.0)
+    steps = train.get("global_step") or 0
+    sitting_epochs = epochs * (steps - (resumed_from_step or 0)) / steps if steps else 0.0
     return {
         "run": run.name,
         "grid": grid.name,
@@ -189,11 +199,14 @@ def results_row(
         "concurrent_runs": concurrent_runs,
         "steps": train.get("global_step"),
         "epochs": round(epochs, 3),
+        "resumed_from_step": resumed_from_step,
         "wall_seconds": round(wall_seconds, 1),
         "cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 1),
         "cores_used": None if cpu_seconds is None else round(cpu_seconds / wall_seconds, 2),
         "train_seconds": round(runtime, 1),
-        "target_tokens_per_second": round(tokens * epochs / runtime, 1) if runtime else None,
+        "target_tokens_per_second": round(tokens * sitting_epochs / runtime, 1)
+        if runtime and sitting_epochs > 0
+        else None,
         "parameters": results["model"]["parameters"],
         "valid": {"bleu": results["eval"].get("eval_bleu"), "chrf": results["eval"].get("eval_chrf")},
         "test": test_scores(output, results, corpus, recipe.get("test_split", "test"), langs),
@@ -250,6 +263,7 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
                 concurrent_runs=jobs,
                 cpu_seconds=job.cpu_seconds,
                 started_with=job.provenance,
+                resumed_from_step=job.resumed_from_step,
             )
             grid.results.parent.mkdir(parents=True, exist_ok=True)
             with open(grid.results, "a", encoding="utf-8") as handle:
@@ -367,6 +381,16 @@ def restore(grid: Grid, runs: list[Run], processes: int) -> int:
     return failures
 
 
+def resume_step(output_dir: Path) -> int | None:
+    """The step of the checkpoint a run started now in ``output_dir`` resumes from (None: from the start).
+
+    The training script picks the same checkpoint, with the same function."""
+    from hf_graphtf.training.checkpoints import checkpoint_step, newest_complete_checkpoint
+
+    checkpoint, _ = newest_complete_checkpoint(output_dir)
+    return None if checkpoint is None else checkpoint_step(checkpoint)
+
+
 @dataclass
 class _Running:
     """One run's training process, started in the background with its log file open.
@@ -379,6 +403,7 @@ class _Running:
     log: IO[str]
     started: float
     provenance: dict[str, Any]
+    resumed_from_step: int | None = None
     ended: float = 0.0
     cpu_seconds: float | None = None
 
@@ -396,14 +421,17 @@ class _Running:
     @classmethod
     def start(cls, run: Run, processes: int) -> _Running:
         command = train_command(run, processes)
-        started_with = provenance(_recipe_of(run)[1])
+        recipe, corpus = _recipe_of(run)
+        started_with = provenance(corpus)
+        starts_over = _flag_value(recipe.get("overwrite_output_dir", False)) == "true"
+        resumed_from_step = None if starts_over else resume_step(run.output_dir)
         run.output_dir.mkdir(parents=True, exist_ok=True)
         log = open(run.output_dir / "train.log", "a", encoding="utf-8")  # noqa: SIM115 - closed by wait()
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
         print(f"  {run.name}: started", flush=True)
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-        return cls(run, process, log, time.monotonic(), started_with)
+        return cls(run, process, log, time.monotonic(), started_with, resumed_from_step)
 
     def wait(self) -> int:
         while (code := self.poll()) is None:
