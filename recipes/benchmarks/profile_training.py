@@ -13,7 +13,6 @@ otherwise idle.
 from __future__ import annotations
 
 import argparse
-import platform
 import random
 import tempfile
 import time
@@ -27,6 +26,7 @@ from transformers.trainer_pt_utils import LabelSmoother
 import hf_graphtf  # noqa: F401  (registers the Auto classes)
 from hf_graphtf.configuration import GraphMarianConfig
 from hf_graphtf.data import load_parallel_corpus
+from hf_graphtf.machine import cpu_model
 from hf_graphtf.tokenization import train_joint_tokenizer
 from hf_graphtf.training.batching import token_batches
 
@@ -139,7 +139,7 @@ def main() -> None:
     print(f"## Profile of a training epoch: Bible es-en {args.split}, d 256, {args.layers}+{args.layers} layers, "
           f"link {args.attention_link}, vocab {len(tokenizer)}")  # fmt: skip
     print()
-    machine = platform.processor() or platform.machine()
+    machine = cpu_model()
     print(f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {machine}, "
           f"{torch.get_num_threads()} torch thread(s); torch {torch.__version__}")  # fmt: skip
     print(f"- tokenizer training {tokenizer_seconds:.1f} s, tokenizing the split {tokenize_seconds:.1f} s")
