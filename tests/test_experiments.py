@@ -157,6 +157,22 @@ def test_each_grid_writes_its_own_page(finished_grid, experiments, tmp_path):
     assert page.read_text(encoding="utf-8") == before
 
 
+def test_a_page_drawn_part_way_says_how_much_of_the_grid_has_run(finished_grid, experiments, tmp_path):
+    """A grid takes many sittings; its page drawn in between must not read as the whole comparison."""
+    grid, path = finished_grid
+    report = experiments["report"]
+    assert "**Partial:**" not in report.write_report(grid, analysis=False).read_text(encoding="utf-8")
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    spec["results"] = str(tmp_path / "results.jsonl")
+    spec["seeds"] = [1, 2, 3]  # a third seed nobody has run yet
+    shutil.copy(grid.results, tmp_path / "results.jsonl")
+    shutil.copytree(grid.archive, tmp_path / "archive" / "tiny")
+    bigger = tmp_path / "bigger.yaml"
+    bigger.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    page = report.write_report(experiments["grid"].Grid.load(bigger), analysis=False).read_text(encoding="utf-8")
+    assert "**Partial:** 6 of the grid's 9 runs have finished (small: 6 of 9)." in page
+
+
 def test_the_speed_ratio_compares_each_sides_fastest_run(experiments):
     """A seed that shared the cores reads slow; it must not make its variant look slow (or vanilla fast)."""
     rows_by = {

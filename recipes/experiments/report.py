@@ -374,6 +374,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         f"devices: {'; '.join(devices) or '–'}). Runs: `python recipes/experiments/run_grid.py "
         f"{_relative(grid.path)}`.",
         "",
+        *_progress(grid, rows),
         "Protocol: the committed Bible recipes with these overrides for every run: "
         + ", ".join(f"`{key}: {_yaml(value)}`" for key, value in grid.common.items())
         + "; budgets per size: "
@@ -429,6 +430,26 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
     path = grid.page
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def _progress(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
+    """A paragraph saying how much of the grid has run, when some of it has not (else nothing): a grid
+    takes many sittings, and a page drawn part-way must not read as the whole comparison."""
+    finished = {row["run"] for row in rows}
+    planned = grid.runs()
+    if all(run.name in finished for run in planned):
+        return []
+    per_size = []
+    for size in grid.sizes:
+        runs = [run for run in planned if run.size == size]
+        per_size.append(f"{size}: {sum(run.name in finished for run in runs)} of {len(runs)}")
+    done = sum(run.name in finished for run in planned)
+    return [
+        f"**Partial:** {done} of the grid's {len(planned)} runs have finished ({'; '.join(per_size)}). "
+        "Each cell says over how many seeds it is (n), and each Δ compares with vanilla's runs of the same "
+        "seeds where vanilla has them.",
+        "",
+    ]
 
 
 def _steps_cell(row: dict[str, Any]) -> str:
