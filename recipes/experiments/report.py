@@ -140,7 +140,7 @@ def training_seconds(grid: Grid, row: dict[str, Any]) -> float | None:
     8-9% of ``train_runtime``. A resumed run's runtime is its last sitting's, so only the validations
     that sitting ran (after ``resumed_from_step``) are subtracted.
     """
-    times = _runtime_and_training_seconds(_log_history(grid, row), row.get("resumed_from_step") or 0)
+    times = _runtime_and_training_seconds(_log_history(grid, row), row)
     return times[1] if times else None
 
 
@@ -149,21 +149,23 @@ def training_speed(grid: Grid, row: dict[str, Any]) -> float | None:
 
     The recorded speed is the run's target tokens over the logged ``train_runtime``, so rescaling it by
     that runtime over the training seconds gives the same tokens over the shorter time."""
-    times = _runtime_and_training_seconds(_log_history(grid, row), row.get("resumed_from_step") or 0)
+    times = _runtime_and_training_seconds(_log_history(grid, row), row)
     recorded = row.get("target_tokens_per_second")
     return round(recorded * times[0] / times[1], 1) if times and recorded else None
 
 
 def _runtime_and_training_seconds(
-    history: list[dict[str, Any]] | None, from_step: int = 0
+    history: list[dict[str, Any]] | None, row: dict[str, Any]
 ) -> tuple[float, float] | None:
-    """(``train_runtime``, that less the ``eval_runtime`` of each validation after ``from_step``) from a
-    training log. The log's runtime is unrounded: the row keeps it to 0.1 s, too coarse for short runs
-    whose validation takes most of it. A resumed run's log keeps the earlier sittings' validations (up
-    to the checkpoint it resumed from) but its runtime is the last sitting's alone."""
+    """(``train_runtime``, that less the ``eval_runtime`` of each validation after the row's
+    ``resumed_from_step``) from the run's training log. The log's runtime is unrounded: the row keeps
+    it to 0.1 s, too coarse for short runs whose validation takes most of it. A resumed run's log keeps
+    the earlier sittings' validations (up to the checkpoint it resumed from) but its runtime is the
+    last sitting's alone."""
     runtimes = [entry["train_runtime"] for entry in history or [] if "train_runtime" in entry]
     if not runtimes:
         return None
+    from_step = row.get("resumed_from_step") or 0
     validating = sum(entry.get("eval_runtime", 0.0) for entry in history if entry.get("step", 0) > from_step)
     return (runtimes[-1], runtimes[-1] - validating) if validating < runtimes[-1] else None
 
@@ -239,10 +241,9 @@ def learning_curve(grid: Grid, row: dict[str, Any]) -> list[tuple[int, float, fl
     history = _log_history(grid, row)
     if history is None:
         return None
-    resumed = row.get("resumed_from_step") or 0
-    times = _runtime_and_training_seconds(history, resumed)
+    times = _runtime_and_training_seconds(history, row)
     seconds = times[1] if times else row["train_seconds"]
-    steps = (row.get("steps") or 0) - resumed
+    steps = (row.get("steps") or 0) - (row.get("resumed_from_step") or 0)
     per_step = seconds / steps / 60 if steps > 0 else float("nan")  # nan: a point matplotlib leaves out
     points = {entry["step"]: entry["eval_bleu"] for entry in history if "eval_bleu" in entry}
     return [(step, step * per_step, bleu) for step, bleu in sorted(points.items())]
@@ -437,13 +438,13 @@ def _progress(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
     takes many sittings, and a page drawn part-way must not read as the whole comparison."""
     finished = {row["run"] for row in rows}
     planned = grid.runs()
-    if all(run.name in finished for run in planned):
+    done = sum(run.name in finished for run in planned)
+    if done == len(planned):
         return []
     per_size = []
     for size in grid.sizes:
         runs = [run for run in planned if run.size == size]
         per_size.append(f"{size}: {sum(run.name in finished for run in runs)} of {len(runs)}")
-    done = sum(run.name in finished for run in planned)
     return [
         f"**Partial:** {done} of the grid's {len(planned)} runs have finished ({'; '.join(per_size)}). "
         "Each cell says over how many seeds it is (n), and each Δ compares with vanilla's runs of the same "
