@@ -159,7 +159,6 @@ def results_row(
     concurrent_runs: int = 1,
     cpu_seconds: float | None = None,
     started_with: dict[str, Any] | None = None,
-    resumed_from_step: int | None = None,
 ) -> dict[str, Any]:
     """The JSON line of a finished run, from its results.json and saved translations (archived first).
 
@@ -170,9 +169,10 @@ def results_row(
     wall-clock speed alone cannot tell a slower variant from a busier machine). ``started_with`` is the
     run's ``provenance`` when it started.
 
-    ``resumed_from_step`` is the checkpoint step the run's last sitting resumed from (None when it ran
-    in one sitting). The time figures (wall, CPU and training seconds) are then the last sitting's:
-    the Trainer's ``train_runtime`` covers only its own ``train()`` call and the time of the earlier
+    The row's ``resumed_from_step`` is the step of the checkpoint the run's last training sitting
+    resumed from, as the training script recorded it in results.json (None when it ran in one
+    sitting). The time figures (wall, CPU and training seconds) are then the last sitting's: the
+    Trainer's ``train_runtime`` covers only its own ``train()`` call and the time of the earlier
     sittings is not kept anywhere. So the speed is that sitting's too: the target tokens of the steps
     it trained, over its runtime (the batches are fixed, so each step is the same share of an epoch).
     """
@@ -185,6 +185,7 @@ def results_row(
     epochs = float(train.get("epoch") or 0.0)
     runtime = float(train.get("train_runtime") or 0.0)
     steps = train.get("global_step") or 0
+    resumed_from_step = resumed_step(train)
     sitting_epochs = epochs * (steps - (resumed_from_step or 0)) / steps if steps else 0.0
     return {
         "run": run.name,
@@ -263,7 +264,6 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
                 concurrent_runs=jobs,
                 cpu_seconds=job.cpu_seconds,
                 started_with=job.provenance,
-                resumed_from_step=job.resumed_from_step,
             )
             grid.results.parent.mkdir(parents=True, exist_ok=True)
             with open(grid.results, "a", encoding="utf-8") as handle:
@@ -381,13 +381,15 @@ def restore(grid: Grid, runs: list[Run], processes: int) -> int:
     return failures
 
 
-def resume_step(output_dir: Path) -> int | None:
-    """The step of the checkpoint a run started now in ``output_dir`` resumes from (None: from the start).
+def resumed_step(train: dict[str, Any]) -> int | None:
+    """The step of the checkpoint a run's last training sitting resumed from (None: from the start).
 
-    The training script picks the same checkpoint, with the same function."""
-    from hf_graphtf.training.checkpoints import checkpoint_step, newest_complete_checkpoint
+    Read from the ``train`` record of the run's results.json, where the training script writes the
+    checkpoint it handed to ``Trainer.train``: only the script knows which one it chose (an explicit
+    ``resume_from_checkpoint``, the newest whole one, none after ``overwrite_output_dir``)."""
+    from hf_graphtf.training.checkpoints import checkpoint_step
 
-    checkpoint, _ = newest_complete_checkpoint(output_dir)
+    checkpoint = train.get("resumed_from_checkpoint")
     return None if checkpoint is None else checkpoint_step(checkpoint)
 
 
@@ -403,7 +405,6 @@ class _Running:
     log: IO[str]
     started: float
     provenance: dict[str, Any]
-    resumed_from_step: int | None = None
     ended: float = 0.0
     cpu_seconds: float | None = None
 
@@ -421,17 +422,15 @@ class _Running:
     @classmethod
     def start(cls, run: Run, processes: int) -> _Running:
         command = train_command(run, processes)
-        recipe, corpus = _recipe_of(run)
+        _, corpus = _recipe_of(run)
         started_with = provenance(corpus)
-        starts_over = _flag_value(recipe.get("overwrite_output_dir", False)) == "true"
-        resumed_from_step = None if starts_over else resume_step(run.output_dir)
         run.output_dir.mkdir(parents=True, exist_ok=True)
         log = open(run.output_dir / "train.log", "a", encoding="utf-8")  # noqa: SIM115 - closed by wait()
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
         print(f"  {run.name}: started", flush=True)
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-        return cls(run, process, log, time.monotonic(), started_with, resumed_from_step)
+        return cls(run, process, log, time.monotonic(), started_with)
 
     def wait(self) -> int:
         while (code := self.poll()) is None:
