@@ -17,6 +17,8 @@ import pytest
 import yaml
 from recipe_fixtures import REPO_ROOT, TRAIN_SCRIPT, run_python, tiny_recipe, write_recipe, write_tiny_corpus
 
+from hf_graphtf.machine import float_fingerprint
+
 EXPERIMENTS = REPO_ROOT / "recipes" / "experiments"
 
 
@@ -104,6 +106,7 @@ def test_every_run_appends_one_complete_row(finished_grid, experiments):
         assert provenance["packages"]["torch"].startswith("2.")
         assert set(provenance["corpus_sha256"]) == {"train.jsonl", "valid.jsonl", "test.jsonl"}
         assert provenance["cpu"]["model"] and provenance["cpu"]["kernels"]
+        assert provenance["cpu"]["float_fingerprint"] == float_fingerprint()
     assert grid.archive == grid.results.parent / "archive" / "tiny"
     assert {row["options"]["attention_link"] for row in rows if row["variant"] == "al_both"} == {"both"}
     assert all(row["options"]["graph_attention"] for row in rows if row["variant"] == "graph_gate")
@@ -173,27 +176,48 @@ def test_a_page_drawn_part_way_says_how_much_of_the_grid_has_run(finished_grid, 
     assert "**Partial:** 6 of the grid's 9 runs have finished (small: 6 of 9)." in page
 
 
-def test_the_speed_ratio_compares_each_sides_fastest_run(experiments):
-    """A seed that shared the cores reads slow; it must not make its variant look slow (or vanilla fast)."""
+def test_the_speed_ratio_pairs_runs_by_seed_and_takes_the_median(experiments):
+    """A seed that shared the cores, or a vanilla run made in a faster sitting, must not decide the
+    ratio: each run is compared with vanilla's run of its seed, and the median over pairs is shown with
+    their range. Fastest over fastest would give 1600 / 2400 = 0.67 here."""
     rows_by = {
-        ("vanilla", "10k"): [{"target_tokens_per_second": 2000.0}, {"target_tokens_per_second": 1300.0}],
-        ("graph_gate", "10k"): [{"target_tokens_per_second": 1500.0}, {"target_tokens_per_second": 1600.0}],
-        ("graph_gate", "full"): [{"target_tokens_per_second": 900.0}],
+        ("vanilla", "10k"): [
+            {"seed": 1, "target_tokens_per_second": 2000.0},
+            {"seed": 2, "target_tokens_per_second": 1300.0},  # shared the cores
+            {"seed": 3, "target_tokens_per_second": 2400.0},  # a faster sitting than its variant runs
+        ],
+        ("graph_gate", "10k"): [
+            {"seed": 1, "target_tokens_per_second": 1600.0},
+            {"seed": 2, "target_tokens_per_second": 1200.0},
+            {"seed": 3, "target_tokens_per_second": 1200.0},
+        ],
+        ("graph_gate", "full"): [{"seed": 1, "target_tokens_per_second": 900.0}],  # no vanilla at full
+        ("graph_half_gate", "10k"): [{"seed": 2, "target_tokens_per_second": 1040.0}],
+        ("graph_self_gate", "10k"): [{"seed": 4, "target_tokens_per_second": 1000.0}],  # no vanilla seed 4
     }
-    assert experiments["report"]._speed_ratio(rows_by, "graph_gate", ["10k", "full"]) == "0.80"  # no vanilla at full
-    assert experiments["report"]._speed_ratio(rows_by, "graph_sum", ["10k"]) == "–"
+    speed_ratio = experiments["report"]._speed_ratio
+    assert speed_ratio(rows_by, "graph_gate", ["10k", "full"]) == "0.80 (0.50-0.92)"
+    assert speed_ratio(rows_by, "graph_half_gate", ["10k"]) == "0.80"  # one pair: no range
+    assert speed_ratio(rows_by, "graph_self_gate", ["10k"]) == "–"
+    assert speed_ratio(rows_by, "graph_sum", ["10k"]) == "–"
 
 
 def test_the_speed_ratio_leaves_validation_out_only_where_every_run_can(experiments):
     """Training-step speed (validation passes left out) where every run of both sides has it; else the
     recorded speed for both sides: a ratio never compares one measure with the other."""
-    vanilla = [{"target_tokens_per_second": 2000.0, "alone": 2400.0}, {"target_tokens_per_second": 1900.0}]
-    gate = [{"target_tokens_per_second": 1500.0, "alone": 1500.0}, {"target_tokens_per_second": 1000.0}]
+    vanilla = [
+        {"seed": 1, "target_tokens_per_second": 2000.0, "alone": 2500.0},
+        {"seed": 2, "target_tokens_per_second": 2000.0},
+    ]
+    gate = [
+        {"seed": 1, "target_tokens_per_second": 1500.0, "alone": 1500.0},
+        {"seed": 2, "target_tokens_per_second": 1100.0},
+    ]
     rows_by = {("vanilla", "10k"): vanilla, ("graph_gate", "10k"): gate}
     speed_ratio = experiments["report"]._speed_ratio
-    assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: row.get("alone")) == "0.75"  # recorded: 1500 / 2000
-    vanilla[1]["alone"], gate[1]["alone"] = 2000.0, 900.0
-    assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: row.get("alone")) == "0.62"  # alone: 1500 / 2400
+    assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: row.get("alone")) == "0.65 (0.55-0.75)"  # recorded
+    vanilla[1]["alone"], gate[1]["alone"] = 2000.0, 1000.0
+    assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: row.get("alone")) == "0.55 (0.50-0.60)"  # alone
 
 
 def test_training_speed_leaves_the_validation_passes_out(finished_grid, experiments):
@@ -422,3 +446,9 @@ def test_restore_archives_nothing_that_does_not_match_its_row(finished_grid, exp
     assert "corpus" in experiments["run_grid"].rerun_problem({**row, "provenance": other_corpus}, run, processes=1)
     other_cpu = {**row["provenance"], "cpu": {"model": "another CPU", "kernels": "AVX512"}}
     assert "float sums" in experiments["run_grid"].rerun_problem({**row, "provenance": other_cpu}, run, processes=1)
+    # a host that names the same CPU but sums differently; a row from before fingerprints is judged without one
+    cpu = row["provenance"]["cpu"]
+    other_host = {**row["provenance"], "cpu": {**cpu, "float_fingerprint": "0" * 16}}
+    assert "float sums" in experiments["run_grid"].rerun_problem({**row, "provenance": other_host}, run, processes=1)
+    older = {**row["provenance"], "cpu": {"model": cpu["model"], "kernels": cpu["kernels"]}}
+    assert experiments["run_grid"].rerun_problem({**row, "provenance": older}, run, processes=1) is None

@@ -176,11 +176,14 @@ def _speed_ratio(
     sizes: list[str],
     speed_of: Callable[[dict[str, Any]], float | None] = lambda row: None,
 ) -> str:
-    """The variant's training speed over vanilla's, from each side's fastest run, averaged over sizes.
+    """The variant's training speed over vanilla's: the median of the ratios of each of its runs to
+    vanilla's run of the same size and seed, with their range, e.g. ``0.98 (0.90-1.16)``.
 
-    Runs of a grid share a machine with whatever else runs there, and sharing only ever slows a run
-    down, so the fastest seed is the best estimate of the speed the shape gets alone; a mean over
-    seeds would charge a variant for the seeds that happened to run beside other work.
+    A grid runs seed by seed, so a seed's vanilla run and the variant's run share a stretch of hours on
+    one machine, while the machine's own speed drifts between stretches (the Bible v2 grid's runs were
+    about 20% faster, CPU seconds included, from one morning on). Comparing fastest with fastest mixed
+    stretches; pairing by seed does not, and the median over pairs discards one pair that straddled
+    such a change or shared the cores with other work. The range shows how far the pairs disagree.
 
     ``speed_of`` gives a run's speed without its validation passes (``training_speed``); at a size
     where some run on either side lacks it, both sides fall back to the recorded figure, which
@@ -192,11 +195,17 @@ def _speed_ratio(
         speeds = {id(row): speed_of(row) for row in runs + base}
         if None in speeds.values():
             speeds = {id(row): row.get("target_tokens_per_second") for row in runs + base}
-        speed = [speeds[id(row)] for row in runs if speeds[id(row)]]
-        base_speed = [speeds[id(row)] for row in base if speeds[id(row)]]
-        if speed and base_speed:
-            ratios.append(max(speed) / max(base_speed))
-    return f"{statistics.mean(ratios):.2f}" if ratios else "–"
+        base_by_seed = {row.get("seed"): speeds[id(row)] for row in base}
+        ratios += [
+            speeds[id(row)] / base_by_seed[row.get("seed")]
+            for row in runs
+            if speeds[id(row)] and base_by_seed.get(row.get("seed"))
+        ]
+    if not ratios:
+        return "–"
+    if len(ratios) == 1:
+        return f"{ratios[0]:.2f}"
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
 def _plt():
@@ -387,10 +396,12 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         + ". Cells: mean ± sd over seeds; Δ: difference of means from vanilla on the same seeds; "
         "p: sacreBLEU paired bootstrap "
         f"({BOOTSTRAP_SAMPLES} samples) on the seeds' pooled translations. tok. BLEU: Moses-tokenized, the papers' "
-        "multi-bleu convention. Speed vs vanilla: target tokens/s of the variant's fastest seed over "
-        "vanilla's fastest at each size, averaged over the sizes the variant has run at (a run that "
-        "shared the machine only reads slower); training steps only, the validation passes left out "
-        "(`train tok/s` below), at sizes where every run of both sides has its training log.",
+        "multi-bleu convention. Speed vs vanilla: target tokens/s of each run of the variant over "
+        "vanilla's run of the same size and seed, median over those pairs, their range in brackets (a "
+        "grid runs seed by seed, so each pair ran close in time; the machine's speed drifts between "
+        "sittings); training steps only, the validation passes left out (`train tok/s` below), at sizes "
+        "where every run of both sides has its training log. A rough guide: the controlled comparison "
+        "(interleaved, one thread, CPU clock) is recipes/benchmarks/RESULTS.md.",
         "",
         "## Attention link (as the paper's Tables III/IV/VIII)",
         "",

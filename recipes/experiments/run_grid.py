@@ -76,14 +76,15 @@ def _recipe_of(run: Run) -> tuple[dict[str, Any], str]:
 def provenance(corpus: str) -> dict[str, Any]:
     """What a rerun has to match to reproduce a run, taken when it starts: the code's commit and the code
     files changed from it, the versions of the libraries that compute, the corpus files' content, and
-    the CPU (its model and the vector kernels torch picks on it: float sums come out differently on
-    different ones, so a CPU run is reproducible bit for bit only on the same kind of CPU)."""
+    the CPU (its model, the vector kernels torch picks on it and a fingerprint of how it sums a float32
+    training step: float sums come out differently on different CPUs, so a CPU run is reproducible bit
+    for bit only where all three match)."""
     from importlib.metadata import version
 
     import torch
 
     from hf_graphtf.data.fingerprints import fingerprint
-    from hf_graphtf.machine import cpu_model
+    from hf_graphtf.machine import cpu_model, float_fingerprint
 
     def git(*args: str) -> str | None:
         try:
@@ -99,7 +100,11 @@ def provenance(corpus: str) -> dict[str, Any]:
         "code_changed_from_commit": None if changed is None else sorted(line[3:] for line in changed.splitlines()),
         "packages": {name: version(name) for name in ("torch", "transformers", "tokenizers", "accelerate")},
         "corpus_sha256": {path.name: fingerprint(path)["sha256"] for path in files} or None,
-        "cpu": {"model": cpu_model(), "kernels": torch.backends.cpu.get_cpu_capability()},
+        "cpu": {
+            "model": cpu_model(),
+            "kernels": torch.backends.cpu.get_cpu_capability(),
+            "float_fingerprint": float_fingerprint(),
+        },
     }
 
 
@@ -302,9 +307,15 @@ def rerun_problem(row: dict[str, Any], run: Run, processes: int) -> str | None:
     recorded, now = row.get("provenance") or {}, provenance(_recipe_of(run)[1])
     if recorded.get("corpus_sha256") and recorded["corpus_sha256"] != now["corpus_sha256"]:
         return "its corpus files had other content than they have here (corpus_sha256 in its row)"
-    if "cuda" not in row["device"].lower() and recorded.get("cpu") and recorded["cpu"] != now["cpu"]:
+    if "cuda" not in row["device"].lower() and _cpu_differs(recorded.get("cpu"), now["cpu"]):
         return f"it ran on a CPU {recorded['cpu']}, this is {now['cpu']}: float sums would differ"
     return None
+
+
+def _cpu_differs(recorded: dict[str, Any] | None, now: dict[str, Any]) -> bool:
+    """Whether a row's CPU record and this machine's disagree on what both name. Rows made before the
+    float fingerprint was recorded are judged on model and vector kernels alone."""
+    return bool(recorded) and any(recorded[key] != now[key] for key in recorded.keys() & now.keys())
 
 
 def reproduction_differences(row: dict[str, Any], output_dir: Path) -> list[str]:
@@ -329,9 +340,9 @@ def _what_changed(row: dict[str, Any], now: dict[str, Any]) -> str:
         return "the row predates provenance records: code, packages, corpus and CPU then are unknown"
     changed = [
         key
-        for key in ("commit", "code_changed_from_commit", "packages", "corpus_sha256", "cpu")
+        for key in ("commit", "code_changed_from_commit", "packages", "corpus_sha256")
         if recorded.get(key) != now[key]
-    ]
+    ] + (["cpu"] if _cpu_differs(recorded.get("cpu"), now["cpu"]) else [])
     return f"changed since the run: {', '.join(changed)}" if changed else "same commit, packages and corpus"
 
 
