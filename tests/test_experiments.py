@@ -198,6 +198,7 @@ def test_the_speed_ratio_pairs_runs_by_seed_and_takes_the_median(experiments):
     speed_ratio = experiments["report"]._speed_ratio
     assert speed_ratio(rows_by, "graph_gate", ["10k", "full"]) == "0.80 (0.50-0.92)"
     assert speed_ratio(rows_by, "graph_half_gate", ["10k"]) == "0.80"  # one pair: no range
+    assert speed_ratio(rows_by, "vanilla", ["10k"]) == "1.00"
     assert speed_ratio(rows_by, "graph_self_gate", ["10k"]) == "–"
     assert speed_ratio(rows_by, "graph_sum", ["10k"]) == "–"
 

@@ -177,7 +177,7 @@ def _speed_ratio(
     speed_of: Callable[[dict[str, Any]], float | None] = lambda row: None,
 ) -> str:
     """The variant's training speed over vanilla's: the median of the ratios of each of its runs to
-    vanilla's run of the same size and seed, with their range, e.g. ``0.98 (0.90-1.16)``.
+    vanilla's run of the same size and seed, with their range where they differ, e.g. ``0.98 (0.90-1.16)``.
 
     A grid runs seed by seed, so a seed's vanilla run and the variant's run share a stretch of hours on
     one machine, while the machine's own speed drifts between stretches (the Bible v2 grid's runs were
@@ -203,7 +203,7 @@ def _speed_ratio(
         ]
     if not ratios:
         return "–"
-    if len(ratios) == 1:
+    if min(ratios) == max(ratios):  # one pair, or vanilla against itself
         return f"{ratios[0]:.2f}"
     return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
 
