@@ -14,10 +14,10 @@ import platform
 from pathlib import Path
 
 
-def cpu_model() -> str:
-    """The CPU's marketing name from /proc/cpuinfo (Linux), else what `platform` knows."""
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's marketing name from ``cpuinfo`` (Linux), else what `platform` knows."""
     try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:

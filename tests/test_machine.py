@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import platform
+
 import torch
 
 from hf_graphtf.machine import cpu_model, float_fingerprint
@@ -26,5 +28,16 @@ def test_the_float_fingerprint_is_one_threads_and_leaves_the_caller_as_it_was():
     assert len(one_thread) == 16 and int(one_thread, 16) >= 0
 
 
-def test_the_cpu_model_is_named():
+def test_the_cpu_model_is_named(tmp_path):
+    """The name from /proc/cpuinfo's first ``model name`` line; where there is none (another OS, an
+    ARM kernel that names no model), what ``platform`` knows, never an empty string."""
     assert cpu_model().strip()
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        "processor\t: 0\nmodel name\t: Example CPU @ 2.10GHz\nprocessor\t: 1\nmodel name\t: Other\n",
+        encoding="utf-8",
+    )
+    assert cpu_model(cpuinfo) == "Example CPU @ 2.10GHz"
+    cpuinfo.write_text("processor\t: 0\nBogoMIPS\t: 50.00\n", encoding="utf-8")
+    assert cpu_model(cpuinfo) == (platform.processor() or platform.machine())
+    assert cpu_model(tmp_path / "absent") == (platform.processor() or platform.machine())
