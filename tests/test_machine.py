@@ -30,7 +30,7 @@ def test_the_float_fingerprint_is_one_threads_and_leaves_the_caller_as_it_was():
 
 def test_the_cpu_model_is_named(tmp_path):
     """The name from /proc/cpuinfo's first ``model name`` line; where there is none (another OS, an
-    ARM kernel that names no model), what ``platform`` knows, never an empty string."""
+    ARM kernel that names no model) or no readable file, what ``platform`` knows."""
     assert cpu_model().strip()
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(
