@@ -203,6 +203,35 @@ def test_the_speed_ratio_pairs_runs_by_seed_and_takes_the_median(experiments):
     assert speed_ratio(rows_by, "graph_sum", ["10k"]) == "–"
 
 
+def test_the_speed_ratio_pairs_only_runs_made_on_the_same_machine(experiments):
+    """A grid can span hosts: a pair whose CPU records disagree, or whose device or --jobs setting
+    differ, is left out, while rows without a CPU record (older rows) still pair."""
+    avx2 = {"cpu": {"model": "AMD EPYC", "kernels": "AVX2", "float_fingerprint": "a"}}
+    avx512 = {"cpu": {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "b"}}
+    old_row = {"cpu": {"model": "AMD EPYC", "kernels": "AVX2"}}  # before the fingerprint was recorded
+    cpu = "cpu (2 cores, 2 processes; x86_64)"
+    rows_by = {
+        ("vanilla", "full"): [
+            {"seed": 1, "device": cpu, "provenance": avx2, "target_tokens_per_second": 2000.0},
+            {"seed": 2, "device": cpu, "provenance": avx2, "target_tokens_per_second": 1600.0},
+            {"seed": 3, "device": cpu, "provenance": old_row, "target_tokens_per_second": 2000.0},
+            {"seed": 4, "device": cpu, "target_tokens_per_second": 2000.0},
+            {"seed": 5, "device": cpu, "concurrent_runs": 1, "target_tokens_per_second": 2000.0},
+        ],
+        ("graph_gate", "full"): [
+            {"seed": 1, "device": cpu, "provenance": avx2, "target_tokens_per_second": 1800.0},
+            {"seed": 2, "device": cpu, "provenance": avx512, "target_tokens_per_second": 2600.0},  # another host
+            {"seed": 3, "device": cpu, "provenance": avx2, "target_tokens_per_second": 1700.0},
+            {"seed": 4, "device": "cuda (NVIDIA H200)", "target_tokens_per_second": 90000.0},
+            {"seed": 5, "device": cpu, "concurrent_runs": 2, "target_tokens_per_second": 1000.0},
+        ],
+    }
+    assert experiments["report"]._speed_ratio(rows_by, "graph_gate", ["full"]) == "0.88 (0.85-0.90)"
+    cells = [experiments["report"]._device_cell(row) for row in rows_by[("graph_gate", "full")][1:3]]
+    assert cells == [f"{cpu}, AMD EPYC AVX512", f"{cpu}, AMD EPYC AVX2"]
+    assert experiments["report"]._device_cell(rows_by[("vanilla", "full")][3]) == cpu
+
+
 def test_the_speed_ratio_leaves_validation_out_only_where_every_run_can(experiments):
     """Training-step speed (validation passes left out) where every run of both sides has it; else the
     recorded speed for both sides: a ratio never compares one measure with the other."""

@@ -132,6 +132,13 @@ def resolve_corpus(corpus: str) -> str:
     return corpus if Path(corpus).is_absolute() or not (REPO_ROOT / corpus).exists() else str(REPO_ROOT / corpus)
 
 
+def cpus_differ(recorded: dict[str, Any] | None, other: dict[str, Any] | None) -> bool:
+    """Whether two CPU records (a row's ``provenance.cpu``) disagree on what both name. A row without
+    one counts as agreeing: rows made before the records existed are judged by their scores alone, and
+    rows made before the float fingerprint was recorded on model and vector kernels alone."""
+    return bool(recorded) and bool(other) and any(recorded[key] != other[key] for key in recorded.keys() & other.keys())
+
+
 def read_results(path: Path) -> list[dict[str, Any]]:
     """The rows of a results file (JSON lines); a damaged line is an error naming the file and line."""
     if not path.is_file():

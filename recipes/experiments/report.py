@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import archive
-from grid import REPO_ROOT, Grid, resolve_corpus
+from grid import REPO_ROOT, Grid, cpus_differ, resolve_corpus
 
 LINK_ROWS = ("vanilla", "al_encoder", "al_decoder", "al_both", "al_both_cumulative")
 GRAPH_ROWS = (
@@ -183,7 +183,9 @@ def _speed_ratio(
     one machine, while the machine's own speed drifts between stretches (the Bible v2 grid's runs were
     about 20% faster, CPU seconds included, from one morning on). Comparing fastest with fastest mixed
     stretches; pairing by seed does not, and the median over pairs discards one pair that straddled
-    such a change or shared the cores with other work. The range shows how far the pairs disagree.
+    such a change or shared the cores with other work. The range shows how far the pairs disagree. A
+    pair whose runs ran on different machines (``_same_machine``) is left out: a grid can span hosts,
+    and another host's kernels run at another speed.
 
     ``speed_of`` gives a run's speed without its validation passes (``training_speed``); at a size
     where some run on either side lacks it, both sides fall back to the recorded figure, which
@@ -195,17 +197,39 @@ def _speed_ratio(
         speeds = {id(row): speed_of(row) for row in runs + base}
         if None in speeds.values():
             speeds = {id(row): row.get("target_tokens_per_second") for row in runs + base}
-        base_by_seed = {row.get("seed"): speeds[id(row)] for row in base}
+        base_by_seed = {row.get("seed"): row for row in base}
+        pairs = [(row, base_by_seed.get(row.get("seed"))) for row in runs]
         ratios += [
-            speeds[id(row)] / base_by_seed[row.get("seed")]
-            for row in runs
-            if speeds[id(row)] and base_by_seed.get(row.get("seed"))
+            speeds[id(row)] / speeds[id(vanilla)]
+            for row, vanilla in pairs
+            if vanilla is not None and speeds[id(row)] and speeds[id(vanilla)] and _same_machine(row, vanilla)
         ]
     if not ratios:
         return "–"
     if min(ratios) == max(ratios):  # one pair, or vanilla against itself
         return f"{ratios[0]:.2f}"
     return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def _same_machine(row: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two runs' speeds compare like with like: the same device and ``--jobs`` setting, and CPU
+    records (model, vector kernels, float fingerprint) that do not disagree."""
+    return (row.get("device"), row.get("concurrent_runs", 1)) == (
+        other.get("device"),
+        other.get("concurrent_runs", 1),
+    ) and not cpus_differ(_cpu(row), _cpu(other))
+
+
+def _cpu(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The CPU record of a row's provenance (None for rows made before provenance was recorded)."""
+    return (row.get("provenance") or {}).get("cpu")
+
+
+def _device_cell(row: dict[str, Any]) -> str:
+    """The row's device, with its CPU's model and vector kernels where the row records them: runs of
+    one grid may come from different hosts, whose float sums and speeds differ."""
+    cpu = " ".join(str(value) for key in ("model", "kernels") if (value := (_cpu(row) or {}).get(key)))
+    return f"{row['device']}, {cpu}" if cpu else row["device"]
 
 
 def _plt():
@@ -397,10 +421,11 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         "p: sacreBLEU paired bootstrap "
         f"({BOOTSTRAP_SAMPLES} samples) on the seeds' pooled translations. tok. BLEU: Moses-tokenized, the papers' "
         "multi-bleu convention. Speed vs vanilla: target tokens/s of each run of the variant over "
-        "vanilla's run of the same size and seed, median over those pairs, their range in brackets (a "
-        "grid runs seed by seed, so each pair ran close in time; the machine's speed drifts between "
-        "sittings); training steps only, the validation passes left out (`train tok/s` below), at sizes "
-        "where every run of both sides has its training log. A rough guide: the controlled comparison "
+        "vanilla's run of the same size and seed on the same machine (device and CPU, see the runs' "
+        "table), median over those pairs, their range in brackets (a grid runs seed by seed, so each "
+        "pair ran close in time; the machine's speed drifts between sittings); training steps only, the "
+        "validation passes left out (`train tok/s` below), at sizes where every run of both sides has "
+        "its training log. A rough guide: the controlled comparison "
         "(interleaved, one thread, CPU clock) is recipes/benchmarks/RESULTS.md.",
         "",
         "## Attention link (as the paper's Tables III/IV/VIII)",
@@ -434,7 +459,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         test = row["test"]
         stutter = test.get("repeated_token_outputs")
         lines.append(
-            f"| {row['run']} | {row['device']} | {_steps_cell(row)} | {row['epochs']} | {row['valid']['bleu']} | "
+            f"| {row['run']} | {_device_cell(row)} | {_steps_cell(row)} | {row['epochs']} | {row['valid']['bleu']} | "
             f"{test['bleu']} | {test['chrf']} | {test['chrf_pp']} | {test['bleu_tokenized']} | "
             f"{'–' if stutter is None else f'{stutter:.1%}'} | {row['target_tokens_per_second']} | "
             f"{training_speed(grid, row) or '–'} | {row['wall_seconds']} | {row.get('cores_used') or '–'} |"

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import archive
-from grid import REPO_ROOT, Grid, Run, resolve_corpus
+from grid import REPO_ROOT, Grid, Run, cpus_differ, resolve_corpus
 
 TRAIN_SCRIPT = REPO_ROOT / "recipes" / "train_translation.py"
 
@@ -307,15 +307,9 @@ def rerun_problem(row: dict[str, Any], run: Run, processes: int) -> str | None:
     recorded, now = row.get("provenance") or {}, provenance(_recipe_of(run)[1])
     if recorded.get("corpus_sha256") and recorded["corpus_sha256"] != now["corpus_sha256"]:
         return "its corpus files had other content than they have here (corpus_sha256 in its row)"
-    if "cuda" not in row["device"].lower() and _cpu_differs(recorded.get("cpu"), now["cpu"]):
+    if "cuda" not in row["device"].lower() and cpus_differ(recorded.get("cpu"), now["cpu"]):
         return f"it ran on a CPU {recorded['cpu']}, this is {now['cpu']}: float sums would differ"
     return None
-
-
-def _cpu_differs(recorded: dict[str, Any] | None, now: dict[str, Any]) -> bool:
-    """Whether a row's CPU record and this machine's disagree on what both name. Rows made before the
-    float fingerprint was recorded are judged on model and vector kernels alone."""
-    return bool(recorded) and any(recorded[key] != now[key] for key in recorded.keys() & now.keys())
 
 
 def reproduction_differences(row: dict[str, Any], output_dir: Path) -> list[str]:
@@ -342,7 +336,7 @@ def _what_changed(row: dict[str, Any], now: dict[str, Any]) -> str:
         key
         for key in ("commit", "code_changed_from_commit", "packages", "corpus_sha256")
         if recorded.get(key) != now[key]
-    ] + (["cpu"] if _cpu_differs(recorded.get("cpu"), now["cpu"]) else [])
+    ] + (["cpu"] if cpus_differ(recorded.get("cpu"), now["cpu"]) else [])
     return f"changed since the run: {', '.join(changed)}" if changed else "same commit, packages and corpus"
 
 
