@@ -228,8 +228,9 @@ def _cpu(row: dict[str, Any]) -> dict[str, Any] | None:
 def _device_cell(row: dict[str, Any]) -> str:
     """The row's device, with its CPU's model and vector kernels where the row records them: runs of
     one grid may come from different hosts, whose float sums and speeds differ."""
-    cpu = " ".join(str(value) for key in ("model", "kernels") if (value := (_cpu(row) or {}).get(key)))
-    return f"{row['device']}, {cpu}" if cpu else row["device"]
+    cpu = _cpu(row) or {}
+    named = " ".join(str(cpu[key]) for key in ("model", "kernels") if cpu.get(key))
+    return f"{row['device']}, {named}" if named else row["device"]
 
 
 def _plt():
