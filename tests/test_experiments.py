@@ -145,6 +145,27 @@ def test_the_report_lists_every_run_with_tables_tests_and_figures(finished_grid,
         assert f"figures/tiny/{name}.png" in page
 
 
+@pytest.mark.parametrize("name", ["grid_bible_cpu_v2.yaml", "grid_bible_gpu.yaml"])
+def test_every_variant_of_a_grid_gets_its_own_line_style(experiments, name):
+    """Vanilla, the line every figure is read against, is black; no two variants share a style, also
+    past the ten colours of the cycle (the committed grids have eleven variants)."""
+    grid = experiments["grid"].Grid.load(EXPERIMENTS / name)
+    variants = list(grid.variants) + [f"extra_{index}" for index in range(12)]
+    styles = experiments["report"].variant_styles(variants)
+    assert set(styles) == set(variants)
+    assert styles["vanilla"]["color"] == "black"
+    looks = {(style["color"], style["linestyle"]) for style in styles.values()}
+    assert len(looks) == len(variants)
+
+
+def test_the_mean_learning_curve_averages_the_steps_every_seed_reached(experiments):
+    curves = [
+        [(100, 1.0, 2.0), (200, 2.0, 6.0), (300, 3.0, 9.0)],
+        [(100, 3.0, 4.0), (200, 6.0, 8.0)],  # stopped early: step 300 is not averaged
+    ]
+    assert experiments["report"].mean_learning_curve(curves) == [(100, 2.0, 3.0), (200, 4.0, 7.0)]
+
+
 def test_each_grid_writes_its_own_page(finished_grid, experiments, tmp_path):
     """Two grids beside one results file (a CPU grid and its rerun, or the GPU grid) keep both pages."""
     grid, path = finished_grid

@@ -242,9 +242,25 @@ def _plt():
     return plt
 
 
+def variant_styles(variants: list[str]) -> dict[str, dict[str, Any]]:
+    """One line style per variant, told apart in every figure of a page: vanilla, the baseline every
+    figure is read against, in thick black; the others take the ten tab10 colours in order, then the
+    same colours dashed, dotted, dash-dotted (a grid of eleven variants otherwise drew vanilla in
+    al_both's colour)."""
+    styles: dict[str, dict[str, Any]] = {}
+    others = [variant for variant in dict.fromkeys(variants) if variant != "vanilla"]
+    if "vanilla" in variants:
+        styles["vanilla"] = {"color": "black", "linestyle": "-", "linewidth": 2.2, "zorder": 3}
+    for index, variant in enumerate(others):
+        linestyle = ("-", "--", ":", "-.")[(index // 10) % 4]
+        styles[variant] = {"color": f"C{index % 10}", "linestyle": linestyle, "linewidth": 1.5}
+    return styles
+
+
 def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, path: Path) -> Path | None:
     plt = _plt()
-    figure, axes = plt.subplots(figsize=(7, 4))
+    figure, axes = plt.subplots(figsize=(9, 4))
+    styles = variant_styles([variant for variant, row_size in sorted(rows_by) if row_size == size])
     drawn = False
     for (variant, row_size), runs in sorted(rows_by.items()):
         if row_size != size or not runs[0]["test"].get("bleu_by_length"):
@@ -253,7 +269,7 @@ def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, p
         # a bucket without sentences has no BLEU: a gap in the line, not a zero
         scores = [[run["test"]["bleu_by_length"][label]["bleu"] for run in runs] for label in labels]
         means = [statistics.mean(s) if None not in s else float("nan") for s in scores]
-        axes.plot(labels, means, marker="o", label=variant)
+        axes.plot(labels, means, marker="o", label=variant, **styles[variant])
         drawn = True
     if not drawn:
         plt.close(figure)
@@ -261,7 +277,7 @@ def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, p
     axes.set_xlabel("source length (words)")
     axes.set_ylabel("test BLEU (mean over seeds)")
     axes.set_title(f"BLEU by source length, {size}")
-    axes.legend(fontsize="small")
+    axes.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside: lines cross everywhere
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
@@ -283,23 +299,51 @@ def learning_curve(grid: Grid, row: dict[str, Any]) -> list[tuple[int, float, fl
     return [(step, step * per_step, bleu) for step, bleu in sorted(points.items())]
 
 
+def mean_learning_curve(curves: list[list[tuple[int, float, float]]]) -> list[tuple[int, float, float]]:
+    """The seeds' mean (step, minutes, valid BLEU) at each evaluation step that every seed reached: a
+    seed that stopped early (early stopping, a failed sitting) would otherwise pull the mean's tail
+    toward the seeds that ran on."""
+    common = sorted(set.intersection(*({point[0] for point in curve} for curve in curves)))
+    at_step = [{point[0]: point for point in curve} for curve in curves]
+    return [
+        (
+            step,
+            statistics.mean(points[step][1] for points in at_step),
+            statistics.mean(points[step][2] for points in at_step),
+        )
+        for step in common
+    ]
+
+
 def plot_learning_curves(grid: Grid, rows_by: dict[tuple[str, str], list[dict]], size: str, path: Path) -> Path | None:
+    """Validation BLEU against steps and against minutes: each seed a thin line, each variant's mean
+    over its seeds a bold one (at the evaluations every seed reached), so a grid's thirty-odd runs
+    still read as one line per variant."""
     plt = _plt()
-    figure, (by_step, by_minute) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    colors = {}
+    figure, (by_step, by_minute) = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    styles = variant_styles([variant for variant, row_size in sorted(rows_by) if row_size == size])
     drawn = False
     for (variant, row_size), runs in sorted(rows_by.items()):
         if row_size != size:
             continue
-        for run in runs:
-            curve = learning_curve(grid, run)
-            if not curve:
-                continue
-            color = colors.setdefault(variant, f"C{len(colors) % 10}")
-            label = variant if run is runs[0] else None
-            by_step.plot([p[0] for p in curve], [p[2] for p in curve], color=color, alpha=0.8, label=label)
-            by_minute.plot([p[1] for p in curve], [p[2] for p in curve], color=color, alpha=0.8)
-            drawn = True
+        curves = [curve for curve in (learning_curve(grid, run) for run in runs) if curve]
+        if not curves:
+            continue
+        style = styles[variant]
+        for curve in curves:
+            for axes, x in ((by_step, 0), (by_minute, 1)):
+                axes.plot(
+                    [p[x] for p in curve],
+                    [p[2] for p in curve],
+                    color=style["color"],
+                    linestyle=style["linestyle"],
+                    linewidth=0.6,
+                    alpha=0.35,
+                )
+        mean = mean_learning_curve(curves)
+        by_step.plot([p[0] for p in mean], [p[2] for p in mean], label=f"{variant} (n={len(curves)})", **style)
+        by_minute.plot([p[1] for p in mean], [p[2] for p in mean], **style)
+        drawn = True
     if not drawn:
         plt.close(figure)
         return None
@@ -307,7 +351,7 @@ def plot_learning_curves(grid: Grid, rows_by: dict[tuple[str, str], list[dict]],
     by_minute.set_xlabel("minutes of training")
     by_step.set_ylabel("validation BLEU (greedy)")
     by_step.legend(fontsize="small")
-    figure.suptitle(f"Learning curves, {size} (one line per seed)")
+    figure.suptitle(f"Learning curves, {size} (bold: mean over seeds; thin: each seed)")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
