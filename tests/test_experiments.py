@@ -384,6 +384,23 @@ def test_the_cpu_grids_rerun_keeps_the_protocol(experiments):
     ]
 
 
+def test_the_steps_grid_crosses_the_second_grids_sizes_and_budgets(experiments):
+    """grid_bible_cpu_steps swaps v2's budgets between its sizes (10K for 1,200 steps, the full set for
+    600) and keeps everything else, so its cells and v2's read as one 2 x 2 of data against steps."""
+    v2, steps = (
+        experiments["grid"].Grid.load(EXPERIMENTS / name)
+        for name in ("grid_bible_cpu_v2.yaml", "grid_bible_cpu_steps.yaml")
+    )
+    assert steps.common == v2.common and steps.seeds == v2.seeds
+    assert steps.variants == {name: v2.variants[name] for name in ("vanilla", "al_both")}
+    assert steps.sizes == {
+        "10k_1200": {**v2.sizes["10k"], "max_steps": v2.sizes["full"]["max_steps"]},
+        "full_600": {**v2.sizes["full"], "max_steps": v2.sizes["10k"]["max_steps"]},
+    }
+    for key in ("name", "results", "output_root", "archive"):
+        assert getattr(steps, key) != getattr(v2, key), key
+
+
 def test_the_readme_gets_the_generated_tables(finished_grid, experiments, tmp_path):
     grid, _ = finished_grid
     report = experiments["report"]
