@@ -260,7 +260,7 @@ def variant_styles(variants: list[str]) -> dict[str, dict[str, Any]]:
 def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, path: Path) -> Path | None:
     plt = _plt()
     figure, axes = plt.subplots(figsize=(9, 4))
-    styles = variant_styles([variant for variant, row_size in sorted(rows_by) if row_size == size])
+    styles = variant_styles(sorted({variant for variant, _ in rows_by}))  # one style per variant across sizes
     drawn = False
     for (variant, row_size), runs in sorted(rows_by.items()):
         if row_size != size or not runs[0]["test"].get("bleu_by_length"):
@@ -321,7 +321,7 @@ def plot_learning_curves(grid: Grid, rows_by: dict[tuple[str, str], list[dict]],
     still read as one line per variant."""
     plt = _plt()
     figure, (by_step, by_minute) = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
-    styles = variant_styles([variant for variant, row_size in sorted(rows_by) if row_size == size])
+    styles = variant_styles(sorted({variant for variant, _ in rows_by}))  # one style per variant across sizes
     drawn = False
     for (variant, row_size), runs in sorted(rows_by.items()):
         if row_size != size:
