@@ -22,10 +22,12 @@ from transformers.trainer_callback import ExportableState
 
 
 class TrainingTimeBudget(TrainerCallback, ExportableState):
-    """Stops training once ``max_minutes`` of training time have passed."""
+    """Counts training time over every sitting of a run, and stops training once ``max_minutes`` of it
+    have passed. With ``max_minutes=None`` it only counts (every run records its training minutes):
+    then nothing about the run depends on the clock."""
 
-    def __init__(self, max_minutes: float, trained_seconds: float = 0.0):
-        if not max_minutes > 0:
+    def __init__(self, max_minutes: float | None, trained_seconds: float = 0.0):
+        if max_minutes is not None and not max_minutes > 0:
             raise ValueError(f"max_train_minutes must be a positive number of minutes; got {max_minutes!r}.")
         self.max_minutes = max_minutes
         self.trained_seconds = trained_seconds  # so far, over this run and the runs it resumes
@@ -38,11 +40,15 @@ class TrainingTimeBudget(TrainerCallback, ExportableState):
 
     @property
     def spent_fraction(self) -> float:
-        """The share of the budget spent so far (the same on every process)."""
-        return self.trained_seconds / (60 * self.max_minutes)
+        """The share of the budget spent so far (the same on every process; 0 without a budget)."""
+        return 0.0 if self.max_minutes is None else self.trained_seconds / (60 * self.max_minutes)
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.trained_seconds = _largest(self._before_this_run + time.monotonic() - self._started)
+        elapsed = self._before_this_run + time.monotonic() - self._started
+        if self.max_minutes is None:  # counting only: no collective call, no effect on training
+            self.trained_seconds = elapsed
+            return control
+        self.trained_seconds = _largest(elapsed)
         if self.trained_seconds >= 60 * self.max_minutes and not control.should_training_stop:
             self.stopped_at_step = state.global_step
             control.should_training_stop = True

@@ -46,6 +46,7 @@ from .budget import TrainingTimeBudget, trained_seconds_in
 from .checkpoints import (
     TRAINER_STATE_FILE,
     checkpoint_problem,
+    checkpoint_step,
     newest_complete_checkpoint,
     publish_checkpoint,
     remove_checkpoints,
@@ -85,6 +86,7 @@ RECORDED_TRAINING_ARGS = (
     "early_stopping_patience",
     "max_tokens_per_batch",
     "max_train_minutes",
+    "precision",
     "generation_num_beams",
     "test_num_beams",
     "seed",
@@ -113,7 +115,10 @@ def load_splits(data_args: DataArguments, training_args: TranslationTrainingArgu
             split=name,
             config=data_args.corpus_config,
         )
-        splits[role] = split.select(range(min(limit, len(split)))) if limit is not None else split
+        if limit is not None and limit < len(split):
+            spread = role == "validation" and data_args.spread_eval_samples
+            split = split.select([i * len(split) // limit for i in range(limit)] if spread else range(limit))
+        splits[role] = split
     return splits
 
 
@@ -204,7 +209,7 @@ class TranslationTrainer(Seq2SeqTrainer):
                 output_dir=run_dir,
                 save_total_limit=self.args.save_total_limit,
                 best_model_checkpoint=self.state.best_model_checkpoint,
-                use_mtime=True,
+                use_mtime=False,  # by step number: which checkpoints stay never depends on the clock
             )
         self.accelerator.wait_for_everyone()
 
@@ -445,12 +450,48 @@ def finished_training(checkpoint: str, training_args: TranslationTrainingArgumen
     budget = training_args.max_train_minutes
     if budget is not None and trained_seconds_in(checkpoint) >= 60 * budget:
         return f"the {budget:g}-minute training budget was spent"
-    stopping = state.get("stateful_callbacks", {}).get(EarlyStoppingCallback.__name__, {})
-    counter = (stopping.get("attributes") or {}).get("early_stopping_patience_counter", 0)
+    counter = patience_counter_in(checkpoint)
     patience = training_args.early_stopping_patience
     if patience is not None and counter >= patience:
         return f"early stopping ({counter} evaluations without improvement)"
     return None
+
+
+def patience_counter_in(checkpoint: str | None) -> int:
+    """Evaluations without a new best that a checkpoint records (0 for none)."""
+    if checkpoint is None:
+        return 0
+    path = os.path.join(checkpoint, TRAINER_STATE_FILE)
+    if not os.path.isfile(path):
+        return 0
+    with open(path, encoding="utf-8") as handle:
+        stored = json.load(handle).get("stateful_callbacks", {}).get(EarlyStoppingCallback.__name__, {})
+    if isinstance(stored, list):
+        stored = stored[0] if stored else {}
+    return int((stored.get("attributes") or {}).get("early_stopping_patience_counter", 0))
+
+
+#: why training ended, as results.json and the grid rows record it
+STOP_REASONS = ("validation plateau", "time budget", "step cap", "epoch cap")
+
+
+def stop_reason(
+    global_step: int,
+    training_args: TranslationTrainingArguments,
+    early_stopping: EarlyStoppingCallback | None,
+    budget: TrainingTimeBudget,
+) -> str:
+    """Which of `STOP_REASONS` ended training: early stopping's patience, the time budget, ``max_steps``,
+    or the last epoch."""
+    if early_stopping is not None and (
+        early_stopping.early_stopping_patience_counter >= early_stopping.early_stopping_patience
+    ):
+        return STOP_REASONS[0]
+    if budget.stopped_at_step is not None:
+        return STOP_REASONS[1]
+    if training_args.max_steps > 0 and global_step >= training_args.max_steps:
+        return STOP_REASONS[2]
+    return STOP_REASONS[3]
 
 
 def finished_model_dir(output_dir: str, checkpoint: str) -> str:
@@ -667,13 +708,17 @@ def run_translation(
     tokenized = tokenize_splits(splits, tokenizer, data_args, training_args)
 
     all_callbacks = list(callbacks)
+    early_stopping = None
     if training_args.early_stopping_patience is not None:
-        all_callbacks.append(
-            EarlyStoppingCallback(training_args.early_stopping_patience, training_args.early_stopping_threshold)
+        early_stopping = EarlyStoppingCallback(
+            training_args.early_stopping_patience, training_args.early_stopping_threshold
         )
-    budget = None
-    if training_args.max_train_minutes is not None:
-        budget = TrainingTimeBudget(training_args.max_train_minutes, trained_seconds_in(checkpoint))
+        # the Trainer does not restore it on resume: a resumed run would otherwise wait a whole patience
+        # again, and stop later than the same run left uninterrupted
+        early_stopping.early_stopping_patience_counter = patience_counter_in(checkpoint)
+        all_callbacks.append(early_stopping)
+    # counts training minutes over every sitting; stops training only with max_train_minutes
+    budget = TrainingTimeBudget(training_args.max_train_minutes, trained_seconds_in(checkpoint))
     trainer = TranslationTrainer(
         model=model,
         args=training_args,
@@ -700,8 +745,13 @@ def run_translation(
             "best_checkpoint": trainer.state.best_model_checkpoint,
             "resumed_from_checkpoint": checkpoint,
             "distributed_type": trainer.accelerator.distributed_type.value,
-            "train_minutes": None if budget is None else round(budget.trained_seconds / 60, 3),
-            "stopped_by_time_budget": budget is not None and budget.stopped_at_step is not None,
+            "train_minutes": round(budget.trained_seconds / 60, 3),
+            "stopped_by_time_budget": budget.stopped_at_step is not None,
+            "stop_reason": stop_reason(trainer.state.global_step, training_args, early_stopping, budget),
+            "best_step": None
+            if trainer.state.best_model_checkpoint is None
+            else checkpoint_step(trainer.state.best_model_checkpoint),
+            "precision": training_args.precision,
         }
         if trainer.token_sampler is not None:
             results["train"]["batches_per_epoch"] = len(trainer.token_sampler.batches)

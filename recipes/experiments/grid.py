@@ -9,7 +9,7 @@ the repository: see `archive.py`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,30 @@ class Run:
     recipe: Path
     overrides: dict[str, Any] = field(hash=False)
     output_dir: Path
+    #: a tuning run's setting (``dropout0.2``): part of its name, so that its rows never mix with the grid's
+    tag: str = ""
+    #: the tuning runs it needs have not all finished: its tuned setting is not known yet
+    waits_for_tuning: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.variant}-{self.size}-seed{self.seed}"
+        return f"{self.variant}-{self.size}-seed{self.seed}" + (f"-{self.tag}" if self.tag else "")
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """One hyperparameter tuned on the baseline before the comparison, the papers' practice: ``variant``
+    (vanilla) is trained with seed ``seed`` at each of ``values`` of ``field``, on every size; the value
+    with the best validation BLEU is then used by every run of that size. The baseline's own run at that
+    value is the tuning run (it is not trained twice). Rows of tuning runs carry ``tuning`` and the tag."""
+
+    variant: str
+    field: str
+    values: list[Any]
+    seed: int
+
+    def tag(self, value: Any) -> str:
+        return f"{self.field}{value}"
 
 
 @dataclass
@@ -50,6 +70,7 @@ class Grid:
     sizes: dict[str, dict[str, Any]]
     variants: dict[str, dict[str, Any]]
     core: list[str]
+    tuning: Tuning | None = None
 
     @classmethod
     def load(cls, path: str | Path, root: Path = REPO_ROOT) -> Grid:
@@ -69,6 +90,30 @@ class Grid:
         unknown = [name for name in spec.get("core", []) if name not in variants]
         if unknown:
             raise ValueError(f"{path}: core lists unknown variants {unknown}")
+        tuning = None
+        if spec.get("tuning"):
+            tuning_spec = spec["tuning"]
+            missing = [key for key in ("variant", "field", "values", "seed") if key not in tuning_spec]
+            if missing:
+                raise ValueError(f"{path}: tuning is missing {', '.join(missing)}")
+            tuning = Tuning(
+                tuning_spec["variant"], tuning_spec["field"], list(tuning_spec["values"]), tuning_spec["seed"]
+            )
+            if tuning.variant not in variants:
+                raise ValueError(f"{path}: tuning names unknown variant {tuning.variant!r}")
+            if len(tuning.values) < 2:
+                raise ValueError(f"{path}: tuning needs at least two values of {tuning.field}")
+            if tuning.seed not in spec["seeds"]:
+                raise ValueError(f"{path}: the tuning seed {tuning.seed} is not one of the grid's seeds")
+            fixed = [
+                where
+                for where, values in [("common", spec.get("common") or {})]
+                + [(f"variant {name}", variant.get("options") or {}) for name, variant in variants.items()]
+                + [(f"size {name}", values or {}) for name, values in spec["sizes"].items()]
+                if tuning.field in values
+            ]
+            if fixed:
+                raise ValueError(f"{path}: {tuning.field} is tuned, but {', '.join(fixed)} also set it")
         return cls(
             path=path,
             name=spec["name"],
@@ -82,6 +127,7 @@ class Grid:
             sizes={name: dict(values or {}) for name, values in spec["sizes"].items()},
             variants=variants,
             core=list(spec.get("core") or variants),
+            tuning=tuning,
         )
 
     @property
@@ -102,20 +148,77 @@ class Grid:
 
     def runs(self, variants: str | None = None, sizes: str | None = None, seeds: str | None = None) -> list[Run]:
         """The selected runs, seed-major (every variant's first seed before any second seed), so that a
-        grid stopped part-way has whole seeds to compare."""
+        grid stopped part-way has whole seeds to compare; with tuning, a size's tuning runs come first and
+        its other runs wait (``waits_for_tuning``) until the tuned value is known."""
         chosen_variants = self.select(variants, list(self.variants), "variants")
         chosen_sizes = self.select(sizes, list(self.sizes), "sizes")
         chosen_seeds = [int(s) for s in self.select(seeds, [str(s) for s in self.seeds], "seeds")]
         runs = []
         for size in chosen_sizes:
+            tuned: dict[str, Any] = {}
+            if self.tuning is not None:
+                tuning_runs = self.tuning_runs(size)
+                runs += tuning_runs
+                value = self.tuned_value(size)
+                if value is not None:
+                    tuned = {self.tuning.field: value}
             for seed in chosen_seeds:
                 for variant in chosen_variants:
-                    spec = self.variants[variant]
-                    overrides = {**self.common, **(spec.get("options") or {}), **self.sizes[size], "seed": seed}
-                    output_dir = self.output_root / f"{variant}-{size}-seed{seed}"
-                    overrides["output_dir"] = str(output_dir)
-                    runs.append(Run(variant, size, seed, REPO_ROOT / spec["recipe"], overrides, output_dir))
+                    if (
+                        self.tuning is not None
+                        and tuned
+                        and variant == self.tuning.variant
+                        and seed == self.tuning.seed
+                    ):
+                        continue  # its tuning run at the chosen value is this run, listed above
+                    run = self._run(variant, size, seed, tuned)
+                    if self.tuning is not None and not tuned:
+                        run = replace(run, waits_for_tuning=True)
+                    runs.append(run)
         return runs
+
+    def _run(self, variant: str, size: str, seed: int, extra: dict[str, Any], tag: str = "") -> Run:
+        spec = self.variants[variant]
+        overrides = {**self.common, **(spec.get("options") or {}), **self.sizes[size], **extra, "seed": seed}
+        run = Run(variant, size, seed, REPO_ROOT / spec["recipe"], overrides, Path(), tag)
+        output_dir = self.output_root / run.name
+        overrides["output_dir"] = str(output_dir)
+        return replace(run, output_dir=output_dir)
+
+    def tuning_runs(self, size: str) -> list[Run]:
+        """The tuning runs of one size, one per value (none without tuning)."""
+        if self.tuning is None:
+            return []
+        tuning = self.tuning
+        return [
+            self._run(tuning.variant, size, tuning.seed, {tuning.field: value}, tuning.tag(value))
+            for value in tuning.values
+        ]
+
+    def tuned_value(self, size: str) -> Any:
+        """The tuned field's value with the best validation BLEU over the size's tuning runs (the first
+        listed on a tie), or None while any of them has not finished."""
+        rows = {row["run"]: row for row in self.finished_rows()}
+        scores = []
+        for value, run in zip(self.tuning.values, self.tuning_runs(size)):
+            if run.name not in rows:
+                return None
+            scores.append((rows[run.name]["valid"]["bleu"], -len(scores), value))
+        return max(scores)[2]
+
+    def cell_runs(self) -> list[Run]:
+        """The runs whose rows fill the grid's cells: every run, less the tuning runs at values that were
+        not chosen (the report shows those in the tuning table)."""
+        chosen = {run.name for run in self._chosen_tuning_runs()}
+        tuning = {run.name for size in self.sizes for run in self.tuning_runs(size)}
+        return [run for run in self.runs() if run.name not in tuning or run.name in chosen]
+
+    def _chosen_tuning_runs(self) -> list[Run]:
+        chosen = []
+        for size in self.sizes:
+            value = self.tuned_value(size) if self.tuning is not None else None
+            chosen += [run for run in self.tuning_runs(size) if value is not None and run.tag == self.tuning.tag(value)]
+        return chosen
 
     def archive_folder(self, run_name: str) -> Path:
         """Where a finished run's translations and training log are kept in the repository."""

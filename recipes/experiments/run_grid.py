@@ -198,12 +198,17 @@ def results_row(
         "variant": run.variant,
         "size": run.size,
         "seed": run.seed,
+        **({"tuning": {"field": grid.tuning.field, "value": run.overrides[grid.tuning.field]}} if run.tag else {}),
         "recipe": str(run.recipe.relative_to(REPO_ROOT)) if run.recipe.is_relative_to(REPO_ROOT) else str(run.recipe),
         "overrides": {key: value for key, value in run.overrides.items() if key != "output_dir"},
         "options": results["model"]["options"],
         "device": device_name(processes),
         "concurrent_runs": concurrent_runs,
         "steps": train.get("global_step"),
+        "stop_reason": train.get("stop_reason"),
+        "best_step": train.get("best_step"),
+        "train_minutes": train.get("train_minutes"),
+        "precision": train.get("precision", "fp32"),
         "epochs": round(epochs, 3),
         "resumed_from_step": resumed_from_step,
         "wall_seconds": round(wall_seconds, 1),
@@ -237,9 +242,9 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
     done = {row["run"] for row in grid.finished_rows()}
     pending = []
     for index, run in enumerate(runs, start=1):
-        state = _state(grid, run, done)
+        state = "waits for the tuning runs" if run.waits_for_tuning else _state(grid, run, done)
         print(f"[{index}/{len(runs)}] {run.name}: {state}", flush=True)
-        if run.name not in done:
+        if run.name not in done and not run.waits_for_tuning:
             pending.append(run)
     if dry_run:
         return 0
@@ -473,8 +478,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.restore and not args.dry_run:
         run_grid(grid, runs, args.processes, dry_run=True)  # the runs' states, before anything happens
         return 1 if restore(grid, runs, args.processes) else 0
-    run_grid(grid, runs, args.processes, args.dry_run, args.jobs)
-    return 0
+    while True:
+        run_grid(grid, runs, args.processes, args.dry_run, args.jobs)
+        waiting = [run for run in runs if run.waits_for_tuning]
+        runs = grid.runs(args.variants, args.sizes, args.seeds)
+        if args.dry_run or not waiting or any(run.waits_for_tuning for run in runs):
+            return 0
+        print("Tuning finished: " + _tuned_values(grid), flush=True)
+
+
+def _tuned_values(grid: Grid) -> str:
+    """``dropout 0.2 at 10k`` for every size whose tuning has finished."""
+    return ", ".join(f"{grid.tuning.field} {grid.tuned_value(size)} at {size}" for size in grid.sizes)
 
 
 if __name__ == "__main__":

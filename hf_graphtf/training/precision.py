@@ -1,0 +1,49 @@
+"""Which float precision a run trains in: ``precision: auto | fp32 | bf16``.
+
+bf16 autocast speeds a CPU run up only where the CPU has bf16 instructions (``avx512_bf16`` or AMX);
+on an AVX2-only CPU torch emulates bf16 and the run gets slower. The hosts this project trains on come
+in both kinds under one CPU model name, so ``auto`` decides on the machine the run starts on, and the
+run records what it chose (results.json, the grid's rows): a bf16 run and an fp32 run are different
+runs, whatever their recipe says.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PRECISIONS = ("auto", "fp32", "bf16")
+#: CPU flags (Linux ``/proc/cpuinfo``) under which oneDNN runs bf16 matrix products natively
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
+    """The CPU's feature flags (empty where ``cpuinfo`` cannot be read: not Linux)."""
+    try:
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU multiplies bf16 matrices in hardware."""
+    return bool(cpu_flags(cpuinfo) & set(BF16_CPU_FLAGS))
+
+
+def resolve_precision(requested: str, use_cpu: bool, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """``fp32`` or ``bf16``: ``auto`` becomes bf16 on a GPU that supports it or a CPU with bf16
+    instructions, fp32 elsewhere; an explicit choice is kept."""
+    if requested not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}; got {requested!r}.")
+    if requested != "auto":
+        return requested
+    import torch
+
+    if not use_cpu and torch.cuda.is_available():
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if cpu_has_bf16(cpuinfo) else "fp32"
+
+
+__all__ = ["BF16_CPU_FLAGS", "PRECISIONS", "cpu_flags", "cpu_has_bf16", "resolve_precision"]
