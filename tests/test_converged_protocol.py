@@ -1,0 +1,244 @@
+"""The converged protocol: training until validation BLEU stops improving, the speed flags, dropout tuning.
+
+A run stops on a validation plateau and says so, the test split is translated by the best checkpoint,
+a resumed run stops at the step an uninterrupted one stops at, nothing of it reads a clock, bf16 runs
+give finite losses and the same checkpoint format as fp32 ones, and a grid tunes its baseline first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from recipe_fixtures import (
+    REPO_ROOT,
+    one_thread,  # noqa: F401  (autouse fixture)
+    tiny_recipe,
+    write_recipe,
+    write_tiny_corpus,
+)
+from safetensors.torch import load_file
+
+from hf_graphtf.tokenization import train_joint_tokenizer
+from hf_graphtf.training import parse_recipe_args, run_translation
+from hf_graphtf.training.precision import cpu_has_bf16, resolve_precision
+from hf_graphtf.training.trainer import STOP_REASONS
+
+EXPERIMENTS = REPO_ROOT / "recipes" / "experiments"
+
+
+def _run(tmp_path: Path, name: str, **overrides):
+    """A tiny run evaluated every step whose "best" metric only gets worse: the validation loss, which
+    falls step by step here, with greater_is_better. The first evaluation is then the best and patience 3
+    stops the run at step 4, whatever the translations."""
+    corpus = write_tiny_corpus(tmp_path / "corpus", {"train": 64, "valid": 8, "test": 8})
+    tokenizer = tmp_path / "tokenizer"
+    if not tokenizer.is_dir():
+        lines = [json.loads(line)["translation"] for line in (corpus / "train.jsonl").read_text().splitlines()]
+        texts = [pair[side] for pair in lines for side in ("es", "en")]
+        train_joint_tokenizer(texts, src_lang="es", tgt_lang="en", vocab_size=300, output_dir=tokenizer)
+    recipe = tiny_recipe(
+        corpus, tmp_path / name, max_tokens_per_batch=120, dropout=0.0, eval_steps=1, save_steps=1,
+        save_total_limit=2, load_best_model_at_end=True, metric_for_best_model="loss", greater_is_better=True,
+        early_stopping_patience=3, max_steps=30, test_num_beams=2,
+        tokenizer_name_or_path=str(tokenizer),
+    )  # fmt: skip
+    recipe.update(overrides)
+    return run_translation(*parse_recipe_args([str(write_recipe(tmp_path / f"{name}.yaml", recipe))]))
+
+
+def test_a_run_stops_on_a_plateau_and_translates_with_its_best_checkpoint(tmp_path):
+    results = _run(tmp_path, "plateau")
+    train = results["train"]
+    # the first evaluation is the best; three more without improvement end it, far below the cap
+    assert train["stop_reason"] == "validation plateau" == STOP_REASONS[0]
+    assert (train["best_step"], train["global_step"]) == (1, 4)
+    assert train["train_minutes"] > 0 and train["precision"] == "fp32"
+    # the saved model (which translated the test split) is the best checkpoint's, not the last step's
+    best = load_file(tmp_path / "plateau" / "checkpoint-1" / "model.safetensors")
+    final = load_file(tmp_path / "plateau" / "model.safetensors")
+    assert all(torch.equal(best[key], final[key]) for key in best)
+    last = load_file(tmp_path / "plateau" / "checkpoint-4" / "model.safetensors")
+    assert not all(torch.equal(best[key], last[key]) for key in best)
+
+
+def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path):
+    straight = _run(tmp_path, "straight")["train"]
+    # interrupted after step 2, one evaluation into its patience: the counter must come back with it
+    _run(tmp_path, "resumed", max_steps=2)
+    resumed = _run(tmp_path, "resumed")["train"]
+    assert resumed["resumed_from_checkpoint"].endswith("checkpoint-2")
+    assert (resumed["global_step"], resumed["best_step"], resumed["stop_reason"]) == (
+        straight["global_step"],
+        straight["best_step"],
+        straight["stop_reason"],
+    )
+    a = load_file(tmp_path / "straight" / "model.safetensors")
+    b = load_file(tmp_path / "resumed" / "model.safetensors")
+    assert all(torch.equal(a[key], b[key]) for key in a)
+
+
+def test_the_step_cap_is_named_when_it_ends_a_run(tmp_path):
+    train = _run(tmp_path, "capped", early_stopping_patience=50, max_steps=3)["train"]
+    assert train["stop_reason"] == "step cap" and train["global_step"] == 3
+
+
+def test_the_stopping_step_does_not_depend_on_the_clock(tmp_path, monkeypatch):
+    """A machine busy with other work makes every step slower: early stopping and the checkpoint kept
+    must come out the same (no budget, so the training clock only counts)."""
+    import time
+
+    straight = _run(tmp_path, "straight")["train"]
+    real = time.monotonic
+    slow = {"offset": 0.0}
+
+    def slower() -> float:
+        slow["offset"] += 7.0
+        return real() + slow["offset"]
+
+    monkeypatch.setattr(time, "monotonic", slower)
+    busy = _run(tmp_path, "busy")["train"]
+    assert (busy["global_step"], busy["best_step"], busy["stop_reason"]) == (
+        straight["global_step"],
+        straight["best_step"],
+        straight["stop_reason"],
+    )
+    a = load_file(tmp_path / "straight" / "model.safetensors")
+    b = load_file(tmp_path / "busy" / "model.safetensors")
+    assert all(torch.equal(a[key], b[key]) for key in a)
+
+
+def test_bf16_training_gives_finite_losses_and_the_fp32_checkpoint_format(tmp_path):
+    last = {"early_stopping_patience": None, "load_best_model_at_end": False, "max_steps": 3}
+    _run(tmp_path, "fp32", precision="fp32", **last)
+    bf16 = _run(tmp_path, "bf16", precision="bf16", **last)
+    assert bf16["train"]["precision"] == "bf16" and bf16["training"]["precision"] == "bf16"
+    assert torch.isfinite(torch.tensor(bf16["train"]["train_loss"]))
+    assert torch.isfinite(torch.tensor(bf16["eval"]["eval_loss"]))
+    a = load_file(tmp_path / "fp32" / "model.safetensors")
+    b = load_file(tmp_path / "bf16" / "model.safetensors")
+    assert a.keys() == b.keys()
+    assert all(b[key].dtype == a[key].dtype == torch.float32 and b[key].shape == a[key].shape for key in a)
+    assert not all(torch.equal(a[key], b[key]) for key in a)  # bf16 autocast did run
+
+
+@pytest.mark.slow
+def test_torch_compile_training_gives_finite_losses_and_the_same_checkpoint_format(tmp_path):
+    last = {"early_stopping_patience": None, "load_best_model_at_end": False, "max_steps": 2}
+    _run(tmp_path, "plain", **last)
+    compiled = _run(tmp_path, "compiled", torch_compile=True, **last)
+    assert torch.isfinite(torch.tensor(compiled["train"]["train_loss"]))
+    a = load_file(tmp_path / "plain" / "model.safetensors")
+    b = load_file(tmp_path / "compiled" / "model.safetensors")
+    assert a.keys() == b.keys()
+
+
+def _cpuinfo(tmp_path: Path, flags: str) -> Path:
+    path = tmp_path / "cpuinfo"
+    path.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: fpu sse2 {flags}\n", encoding="utf-8")
+    return path
+
+
+def test_auto_precision_takes_bf16_only_on_a_cpu_with_bf16_instructions(tmp_path):
+    with_bf16 = _cpuinfo(tmp_path, "avx2 avx512f avx512_bf16")
+    assert cpu_has_bf16(with_bf16) and resolve_precision("auto", use_cpu=True, cpuinfo=with_bf16) == "bf16"
+    avx2 = _cpuinfo(tmp_path, "avx2 fma")
+    assert not cpu_has_bf16(avx2) and resolve_precision("auto", use_cpu=True, cpuinfo=avx2) == "fp32"
+    assert resolve_precision("bf16", use_cpu=True, cpuinfo=avx2) == "bf16"  # asked for: kept
+    assert not cpu_has_bf16(tmp_path / "absent")  # not Linux: no flags, fp32
+    with pytest.raises(ValueError, match="precision must be one of"):
+        resolve_precision("fp8", use_cpu=True)
+
+
+def test_precision_and_the_trainers_own_flags_agree(tmp_path):
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    base = tiny_recipe(corpus, tmp_path / "out")
+    _, _, args = parse_recipe_args([str(write_recipe(tmp_path / "a.yaml", {**base, "bf16": True}))])
+    assert args.precision == "bf16"  # a Transformers recipe's bf16: true is recorded as such
+    _, _, args = parse_recipe_args([str(write_recipe(tmp_path / "b.yaml", base))])
+    assert args.precision == "fp32" and not args.bf16
+    with pytest.raises(ValueError, match="precision 'fp32' and bf16: true"):
+        parse_recipe_args([str(write_recipe(tmp_path / "c.yaml", {**base, "bf16": True, "precision": "fp32"}))])
+
+
+@pytest.fixture(scope="module")
+def experiments():
+    names = ("archive", "grid", "run_grid", "report")
+    shadowed = {name: sys.modules.pop(name) for name in names if name in sys.modules}
+    sys.path.insert(0, str(EXPERIMENTS))
+    try:
+        yield {name: importlib.import_module(name) for name in names}
+    finally:
+        sys.path.remove(str(EXPERIMENTS))
+        for name in names:
+            sys.modules.pop(name, None)
+        sys.modules.update(shadowed)
+
+
+def test_a_grid_tunes_its_baseline_first_and_reuses_the_chosen_run(tmp_path, experiments):
+    """Tuning runs come first; the others wait; the best validation BLEU picks the value every run then
+    uses, and the baseline's seed-1 run is the tuning run at that value (trained once)."""
+    corpus = write_tiny_corpus(tmp_path / "corpus", {"train": 64, "valid": 8, "test": 8})
+    vanilla = write_recipe(tmp_path / "vanilla.yaml", tiny_recipe(corpus, tmp_path / "unused", attention_link="none"))
+    al_both = write_recipe(tmp_path / "al_both.yaml", tiny_recipe(corpus, tmp_path / "unused"))
+    spec = {
+        "name": "tuned",
+        "results": str(tmp_path / "results.jsonl"),
+        "output_root": str(tmp_path / "outputs"),
+        "seeds": [1, 2],
+        "common": {"eval_steps": 1, "save_steps": 1, "max_steps": 2},
+        "sizes": {"small": {"train_split": "train"}},
+        "tuning": {"variant": "vanilla", "field": "dropout", "values": [0.0, 0.3], "seed": 1},
+        "variants": {"vanilla": {"recipe": str(vanilla)}, "al_both": {"recipe": str(al_both)}},
+    }
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    grid_module, run_grid = experiments["grid"], experiments["run_grid"]
+    grid = grid_module.Grid.load(path)
+    before = grid.runs()
+    assert [run.name for run in before[:2]] == ["vanilla-small-seed1-dropout0.0", "vanilla-small-seed1-dropout0.3"]
+    assert all(run.waits_for_tuning for run in before[2:]) and len(before) == 6
+    assert run_grid.main([str(path), "--seeds", "1"]) == 0  # tunes, then runs al_both seed 1 at the chosen value
+    rows = {row["run"]: row for row in grid_module.read_results(grid.results)}
+    tuned = max((0.0, 0.3), key=lambda v: (rows[f"vanilla-small-seed1-dropout{v}"]["valid"]["bleu"], -v))
+    assert grid.tuned_value("small") == tuned
+    assert rows["vanilla-small-seed1-dropout0.3"]["tuning"] == {"field": "dropout", "value": 0.3}
+    assert rows["al_both-small-seed1"]["overrides"]["dropout"] == tuned
+    assert sorted(rows) == sorted(
+        ["vanilla-small-seed1-dropout0.0", "vanilla-small-seed1-dropout0.3", "al_both-small-seed1"]
+    )
+    for row in rows.values():
+        assert row["stop_reason"] == "step cap" and row["precision"] == "fp32" and row["train_minutes"] > 0
+    cells = [run.name for run in grid.cell_runs()]
+    assert f"vanilla-small-seed1-dropout{tuned}" in cells and "vanilla-small-seed2" in cells
+    assert len([name for name in cells if "dropout" in name]) == 1
+    # a value fixed elsewhere as well as tuned is refused when the grid is read
+    spec["common"]["dropout"] = 0.1
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    with pytest.raises(ValueError, match="dropout is tuned, but common also set it"):
+        grid_module.Grid.load(path)
+
+
+def test_the_converged_grid_keeps_the_early_budget_grids_training_and_its_protocol(experiments):
+    grid_module = experiments["grid"]
+    converged = grid_module.Grid.load(EXPERIMENTS / "grid_bible_cpu_converged.yaml")
+    v2 = grid_module.Grid.load(EXPERIMENTS / "grid_bible_cpu_v2.yaml")
+    same = ("encoder_layers", "decoder_layers", "vocab_size", "max_tokens_per_batch", "warmup_steps")
+    assert {key: converged.common[key] for key in same} == {key: v2.common[key] for key in same}
+    assert converged.sizes == {"10k": {"train_split": "train_10k"}}
+    common = converged.common
+    assert (common["eval_steps"], common["save_steps"], common["early_stopping_patience"]) == (250, 250, 8)
+    assert common["max_steps"] >= 40 * 250 and common["test_num_beams"] == 5 and common["precision"] == "auto"
+    assert converged.tuning.field == "dropout" and converged.tuning.values == [0.1, 0.2, 0.3]
+    assert "dropout" not in common and converged.seeds == [1, 2, 3]
+    assert set(converged.variants) == {"vanilla", "al_both", "al_both_cumulative", "graph_half_gate", "graph_self_gate"}
+    from hf_graphtf.training.arguments import ARGUMENT_CLASSES
+
+    known = {field for cls in ARGUMENT_CLASSES for field in cls.__dataclass_fields__}
+    for run in converged.runs() + converged.tuning_runs("10k"):
+        assert set(run.overrides) <= known, set(run.overrides) - known
