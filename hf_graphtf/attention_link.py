@@ -34,7 +34,7 @@ from torch import nn
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from .layer_blocks import add_and_norm, feed_forward
+from .layer_blocks import add_and_norm, attentions_requested, feed_forward
 
 #: attention implementations the link supports; anything else (flash, flex, paged) would drop it
 LINK_IMPLEMENTATIONS = ("eager", "sdpa")
@@ -181,7 +181,7 @@ class LinkedAttentionMixin:
         implementation = self.config._attn_implementation
         check_link_implementation(implementation)
         dropout = self.dropout if self.training else 0.0
-        if use_score_path(self.link_kernel, implementation, query, link, kwargs.get("output_attentions", False)):
+        if use_score_path(self.link_kernel, implementation, query, link, attentions_requested(self, kwargs)):
             output, weights, carry = linked_scores_attention(
                 self,
                 query,

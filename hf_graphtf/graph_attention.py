@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from .layer_blocks import add_and_norm, feed_forward
+from .layer_blocks import add_and_norm, attentions_requested, feed_forward
 
 #: attention implementations the fused group path runs on; others take the per-module path
 FUSED_IMPLEMENTATIONS = ("eager", "sdpa")
@@ -165,7 +165,7 @@ class GraphEncoderLayerMixin:
         linears = [self.low_proj, attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj]
         return (
             self.graph_shared_qkv
-            and not kwargs.get("output_attentions", False)
+            and not attentions_requested(attn, kwargs)
             and attn.config._attn_implementation in FUSED_IMPLEMENTATIONS
             and all(type(m) is nn.Linear and m.bias is not None for m in linears)
             and not any(hasattr(m.weight, "ds_id") for m in linears)  # ZeRO-3 partitioned parameter

@@ -1,4 +1,4 @@
-"""Pieces shared by the linked and graph layers: the post-LN blocks.
+"""Pieces shared by the linked and graph layers: the post-LN blocks, and whether probabilities are wanted.
 
 The residual/LayerNorm and feed-forward blocks are the ones of Marian and BART layers (post-LN),
 written once so the new layers compute them exactly like the vanilla ones.
@@ -30,3 +30,16 @@ def feed_forward(layer: nn.Module, hidden_states: torch.Tensor, *, clamp_fp16: b
         clamp_value = torch.finfo(hidden_states.dtype).max - 1000
         hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
     return hidden_states
+
+
+def attentions_requested(module: nn.Module, kwargs: dict) -> bool:
+    """Whether this forward must produce attention probabilities for `output_attentions`.
+
+    Asked for per call (``output_attentions=True``, which reaches the layers through ``**kwargs``) or for
+    every call (``config.output_attentions = True``, which Transformers' output capturing reads from
+    the config and does not pass down). A fused kernel that computes no probabilities must step aside
+    in both cases, or the recorder finds nothing and the layer is missing from ``attentions``.
+    """
+    if "output_attentions" in kwargs and kwargs["output_attentions"] is not None:
+        return bool(kwargs["output_attentions"])
+    return bool(getattr(getattr(module, "config", None), "output_attentions", False))

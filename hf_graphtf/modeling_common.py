@@ -165,6 +165,8 @@ class GraphEncoderMixin:
         return BaseModelOutput(last_hidden_state=hidden_states)
 
     def _linked_layers(self, hidden_states, attention_mask, **kwargs):
+        """LayerDrop skips a layer as fairseq does: its input goes on unchanged, and so does the carry it
+        received, so the next layer that runs adds the scores of the last layer that ran."""
         link = (None, None)  # layer 0 has no previous scores
         for layer in self.layers:
             if not _drop_layer(self):
@@ -172,14 +174,17 @@ class GraphEncoderMixin:
         return hidden_states
 
     def _graph_layers(self, hidden_states, attention_mask, **kwargs):
+        """Layer 0 (the standard layer that makes f_0, on which every graph layer builds) always runs;
+        LayerDrop may skip a graph layer n >= 1, which then acts as the identity: the next layer gets the
+        P and F that layer n would have got."""
         previous = None  # P of the next layer: the input of the layer before (P_1 = x)
         for layer in self.layers:
-            if _drop_layer(self):
-                continue
-            if previous is None:  # layer 0: a standard layer
-                output = layer(hidden_states, attention_mask, **kwargs)
-            else:
+            if isinstance(layer, self.graph_layer_class):
+                if _drop_layer(self):
+                    continue
                 output, _gate = layer(hidden_states, attention_mask, previous, **kwargs)
+            else:  # layer 0
+                output = layer(hidden_states, attention_mask, **kwargs)
             previous, hidden_states = hidden_states, output
         return hidden_states
 
@@ -236,7 +241,9 @@ class GraphDecoderMixin:
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
         )
-        links = (None, None, None, None)  # (self-attention, cross-attention) carries; none before layer 0
+        # (self-attention, cross-attention) carries; none before layer 0. A layer LayerDrop skips hands on
+        # the carry it received, as in the encoder.
+        links = (None, None, None, None)
         for layer in self.layers:
             if _drop_layer(self):
                 continue

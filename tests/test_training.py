@@ -355,3 +355,15 @@ def test_push_to_hub_uploads_a_folder_that_loads_without_the_package(tmp_path, m
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split()[:2] == ["GraphMarianMTModel", "both"]
+
+
+def test_a_recipe_that_names_no_beam_size_trains_and_decodes_greedily(tmp_path):
+    """Transformers 5 leaves the generation config's num_beams unset: nothing may compare it with 1."""
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    recipe = tiny_recipe(corpus, tmp_path / "out", max_steps=2)
+    del recipe["generation_num_beams"]
+    assert "test_num_beams" not in recipe
+    results = run_translation(*parse_recipe_args([str(write_recipe(tmp_path / "minimal.yaml", recipe))]))
+    assert results["train"]["global_step"] == 2 and "bleu" in results["test"]
+    saved = json.loads((tmp_path / "out" / "generation_config.json").read_text(encoding="utf-8"))
+    assert saved.get("num_beams", 1) == 1

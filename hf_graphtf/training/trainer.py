@@ -330,7 +330,9 @@ def build_model(
     generation = model.generation_config
     generation.max_length = training_args.generation_max_length or data_args.max_target_length
     # the saved model translates like the test evaluation did
-    generation.num_beams = training_args.test_num_beams or training_args.generation_num_beams or generation.num_beams
+    # (Transformers 5 leaves generation defaults unset: a recipe that names no beam size decodes greedily)
+    beams = training_args.test_num_beams or training_args.generation_num_beams or generation.num_beams or 1
+    generation.num_beams = beams
     if model_args.model_name_or_path is None and generation.num_beams > 1:
         # Beam search ends once num_beams hypotheses are finished, as in fairseq and Marian: an
         # undertrained model's runaway beams otherwise run on to max_length and dominate decoding time.
