@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .cli import length_sorted_batches
+from .inference import length_sorted_batches
 from .training.metrics import length_bucket_labels, source_length_bucket
 
 __all__ = ["attention_entropy_profile", "graph_gate_profile", "plot_attention_entropy", "plot_gate_profile"]

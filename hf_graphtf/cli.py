@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .inference import DTYPES, load_model, translate_texts
+
 DEFAULT_CORPUS_DIR = "data/bible-es-en"
 DEFAULT_BUCKETS = (10, 20, 30, 40, 50)
 #: None keeps torch's default (one intra-op thread per core): on the 2-core machine of
@@ -24,78 +26,8 @@ DEFAULT_THREADS = None
 # --------------------------------------------------------------------------- model loading and translation
 
 
-DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-
-
-def load_model(
-    name: str, device: str | None = None, dtype: str = "fp32", attn_implementation: str | None = None
-) -> tuple[Any, Any]:
-    """Tokenizer and model (in eval mode, on ``device`` or the best available one) from a directory or Hub id."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    import hf_graphtf  # noqa: F401  (registers graph_marian / graph_bart with the Auto classes)
-
-    from .model_files import check_model_source
-
-    check_model_source(name)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    tokenizer = AutoTokenizer.from_pretrained(name)
-    model = AutoModelForSeq2SeqLM.from_pretrained(
-        name, dtype=getattr(torch, DTYPES[dtype]), attn_implementation=attn_implementation
-    )
-    return tokenizer, model.to(device).eval()
-
-
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     return load_model(args.model, args.device, args.dtype, args.attn_implementation)
-
-
-def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
-    """Indices of ``texts`` in batches of similar length, longest first, so little time goes to padding."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-
-
-def translate_texts(
-    tokenizer: Any,
-    model: Any,
-    texts: Sequence[str],
-    *,
-    batch_size: int = 32,
-    num_beams: int | None = None,
-    max_new_tokens: int | None = None,
-    progress: bool = True,
-) -> list[str]:
-    """Translate ``texts`` in batches; blank lines stay blank. Unset options use the model's generation config."""
-    import torch
-    from tqdm.auto import tqdm
-
-    from .training.metrics import decode_token_ids
-
-    generate_kwargs: dict[str, Any] = {}
-    if num_beams is not None:
-        generate_kwargs["num_beams"] = num_beams
-    if max_new_tokens is not None:
-        generate_kwargs["max_new_tokens"] = max_new_tokens
-    outputs = [""] * len(texts)
-    wanted = [i for i, text in enumerate(texts) if text.strip()]
-    with tqdm(total=len(wanted), unit="sentence", desc="Translating", disable=not progress, file=sys.stderr) as bar:
-        for batch in length_sorted_batches([texts[i] for i in wanted], batch_size):
-            indices = [wanted[j] for j in batch]
-            inputs = tokenizer(
-                [texts[i] for i in indices],
-                return_tensors="pt",
-                padding=True,
-                truncation=True,
-                max_length=model.config.max_position_embeddings,
-            ).to(model.device)
-            with torch.inference_mode():
-                generated = model.generate(**inputs, **generate_kwargs)
-            for i, text in zip(indices, decode_token_ids(tokenizer, generated.cpu())):
-                outputs[i] = text
-            bar.update(len(indices))
-    return outputs
 
 
 def _read_lines(path: str) -> list[str]:
@@ -160,7 +92,7 @@ def _evaluation_inputs(args: argparse.Namespace) -> tuple[list[str], list[list[s
     """Source sentences and per-sentence reference lists, from files or from a corpus split."""
     if args.corpus is not None:
         from .data import load_parallel_corpus
-        from .training.trainer import reference_lists
+        from .inference import reference_lists
 
         split = load_parallel_corpus(args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, split=args.split)
         sources = [pair[args.src_lang] for pair in split["translation"]]

@@ -37,6 +37,7 @@ from transformers.utils import logging
 
 from ..configuration import GraphBartConfig, GraphMarianConfig
 from ..data import HUB_CORPORA, load_parallel_corpus
+from ..inference import reference_lists
 from ..model_card import HUB_ID_PLACEHOLDER, write_model_card
 from ..model_files import check_model_source, weights_problem
 from ..tokenization import train_joint_tokenizer
@@ -519,23 +520,6 @@ def earlier_train_record(output_dir: str, checkpoint: str) -> dict[str, Any]:
             "best_checkpoint": state.get("best_model_checkpoint"),
             "resumed_from_checkpoint": checkpoint,
         }
-
-
-def reference_lists(split: Dataset, tgt_lang: str) -> tuple[list[list[str]], list[list[str]] | None]:
-    """Single references (the target side) and, when the corpus has a ``references`` column, all of them.
-
-    The target side comes first in each multi-reference list and is not repeated if the column also
-    holds it (the Bible corpus lists WEB, which is the target side, and KJV).
-    """
-    targets = [pair[tgt_lang] for pair in split["translation"]]
-    single = [[target] for target in targets]
-    if "references" not in split.column_names:
-        return single, None
-    multi = []
-    for target, extra in zip(targets, split["references"]):
-        others = (extra or {}).get(tgt_lang) or []
-        multi.append([target] + [ref for ref in others if ref != target])
-    return single, multi
 
 
 def evaluate_test_split(
