@@ -11,11 +11,16 @@ then ``P_n = softmax(S_n + mask)``. Scores are carried before the mask, so a mas
 Two kernels compute the same thing (`attention_link_kernel`: "auto" picks per device and step):
 
 * **scores** (``attn_implementation="eager"``): materialise ``A_n``, add the carried scores, softmax.
-  The carry between layers is the score tensor itself.
+  The carry between layers is the score tensor itself: `CarriedScores`.
 * **concat** (``attn_implementation="sdpa"``): because ``Q_n K_n^T + Q_{n-1} K_{n-1}^T`` equals
   ``[Q_n | Q_{n-1}] [K_n | K_{n-1}]^T``, the linked scores are one fused SDPA call on queries and
-  keys concatenated along the head dimension (values unchanged). The carry is ``(Q, K)``; in
-  cumulative mode it is the growing concatenation. No score matrix is ever materialised.
+  keys concatenated along the head dimension (values unchanged). The carry is the queries and keys,
+  `CarriedQueryKey`; in cumulative mode it is the growing concatenation. No score matrix is ever
+  materialised.
+
+Between layers the carry travels as two positional tensors (``prev_attn``, ``prev_attn_keys``), so
+that activation-checkpointing wrappers that track only top-level tensor arguments (DeepSpeed's,
+reentrant checkpointing) see it; `carry_from_tensors` and `carry_tensors` convert, in one place.
 
 Both work with the KV cache: the carried keys of layer n-1 are that layer's full (cached) keys,
 and the carried queries or scores are those of the rows being decoded now, so incremental decoding
@@ -27,7 +32,7 @@ Transformers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -39,7 +44,39 @@ from .layer_blocks import add_and_norm, attentions_requested, feed_forward
 #: attention implementations the link supports; anything else (flash, flex, paged) would drop it
 LINK_IMPLEMENTATIONS = ("eager", "sdpa")
 
-Link = tuple[torch.Tensor | None, torch.Tensor | None]
+
+class CarriedScores(NamedTuple):
+    """What the scores kernel hands on: ``L_n``, the pre-softmax scores (before the mask) that the next
+    layer adds to its own, shape ``(batch, heads, query_len, key_len)``."""
+
+    scores: torch.Tensor
+
+
+class CarriedQueryKey(NamedTuple):
+    """What the concat kernel hands on: the queries and keys whose product is ``L_n`` (unscaled), shape
+    ``(batch, heads, len, head_dim x k)``; the next layer concatenates them to its own along the head
+    dimension, so one SDPA call computes ``A_{n+1} + L_n``."""
+
+    queries: torch.Tensor
+    keys: torch.Tensor
+
+
+#: the previous layer's contribution to this layer's scores; None before the first linked layer
+LinkCarry = CarriedScores | CarriedQueryKey | None
+
+
+def carry_from_tensors(prev_attn: torch.Tensor | None, prev_attn_keys: torch.Tensor | None) -> LinkCarry:
+    """The carry a layer received as positional tensors: scores alone, or queries with their keys."""
+    if prev_attn is None:
+        return None
+    return CarriedScores(prev_attn) if prev_attn_keys is None else CarriedQueryKey(prev_attn, prev_attn_keys)
+
+
+def carry_tensors(carry: LinkCarry) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The carry as the two positional tensors a layer returns (``prev_attn``, ``prev_attn_keys``)."""
+    if carry is None:
+        return None, None
+    return (carry.scores, None) if isinstance(carry, CarriedScores) else (carry.queries, carry.keys)
 
 
 def check_link_implementation(attn_implementation: str | None) -> None:
@@ -111,23 +148,24 @@ def linked_scores_attention(
     key: torch.Tensor,
     value: torch.Tensor,
     attention_mask: torch.Tensor | None,
-    link: Link,
+    prev_attn: LinkCarry,
     *,
     mode: str,
     scaling: float,
     dropout: float,
-) -> tuple[torch.Tensor, torch.Tensor, Link]:
+) -> tuple[torch.Tensor, torch.Tensor, CarriedScores]:
     """Eager linked attention: returns (output, probabilities actually used, carry for the next layer)."""
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    carried, carried_keys = link
-    if carried is not None and carried_keys is not None:  # the previous layer ran the concat kernel
-        carried = torch.matmul(carried, carried_keys.transpose(2, 3)) * scaling
+    if isinstance(prev_attn, CarriedQueryKey):  # the previous layer ran the concat kernel
+        carried = torch.matmul(prev_attn.queries, prev_attn.keys.transpose(2, 3)) * scaling
+    else:
+        carried = None if prev_attn is None else prev_attn.scores
     linked = scores if carried is None else scores + carried
     mask = _additive_mask(attention_mask, module, linked)
     weights = nn.functional.softmax(linked if mask is None else linked + mask, dim=-1)
     weights = nn.functional.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()
-    return output, weights, ((scores if mode == "previous" else linked), None)
+    return output, weights, CarriedScores(scores if mode == "previous" else linked)
 
 
 def linked_concat_attention(
@@ -136,25 +174,24 @@ def linked_concat_attention(
     key: torch.Tensor,
     value: torch.Tensor,
     attention_mask: torch.Tensor | None,
-    link: Link,
+    prev_attn: CarriedQueryKey | None,
     *,
     mode: str,
     scaling: float,
     dropout: float,
     **kwargs: Any,
-) -> tuple[torch.Tensor, None, Link]:
+) -> tuple[torch.Tensor, None, CarriedQueryKey]:
     """SDPA linked attention on head-dim-concatenated queries and keys (no score matrix materialised)."""
-    carried_queries, carried_keys = link
-    if carried_queries is not None:
-        query_cat = torch.cat([query, carried_queries], dim=-1)
-        key_cat = torch.cat([key, carried_keys], dim=-1)
+    if prev_attn is not None:
+        query_cat = torch.cat([query, prev_attn.queries], dim=-1)
+        key_cat = torch.cat([key, prev_attn.keys], dim=-1)
     else:
         query_cat, key_cat = query, key
     kwargs.pop("output_attentions", None)
     output, _ = sdpa_attention_forward(
         module, query_cat, key_cat, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
     )
-    carry = (query, key) if mode == "previous" else (query_cat, key_cat)
+    carry = CarriedQueryKey(query, key) if mode == "previous" else CarriedQueryKey(query_cat, key_cat)
     return output, None, carry
 
 
@@ -174,21 +211,21 @@ class LinkedAttentionMixin:
         key_value_states: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
         attention_mask: torch.Tensor | None = None,
-        link: Link = (None, None),
+        prev_attn: LinkCarry = None,
         **kwargs: Any,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, Link]:
+    ) -> tuple[torch.Tensor, torch.Tensor | None, LinkCarry]:
         query, key, value = project_qkv(self, hidden_states, key_value_states, past_key_values)
         implementation = self.config._attn_implementation
         check_link_implementation(implementation)
         dropout = self.dropout if self.training else 0.0
-        if use_score_path(self.link_kernel, implementation, query, link, attentions_requested(self, kwargs)):
+        if use_score_path(self.link_kernel, implementation, query, prev_attn, attentions_requested(self, kwargs)):
             output, weights, carry = linked_scores_attention(
                 self,
                 query,
                 key,
                 value,
                 attention_mask,
-                link,
+                prev_attn,
                 mode=self.link_mode,
                 scaling=self.scaling,
                 dropout=dropout,
@@ -200,7 +237,7 @@ class LinkedAttentionMixin:
                 key,
                 value,
                 attention_mask,
-                link,
+                prev_attn,
                 mode=self.link_mode,
                 scaling=self.scaling,
                 dropout=dropout,
@@ -210,7 +247,9 @@ class LinkedAttentionMixin:
         return output, weights, carry
 
 
-def use_score_path(kernel: str, implementation: str, query: torch.Tensor, link: Link, output_attentions: bool) -> bool:
+def use_score_path(
+    kernel: str, implementation: str, query: torch.Tensor, prev_attn: LinkCarry, output_attentions: bool
+) -> bool:
     """Whether this call sums scores (True) or runs SDPA on concatenated queries and keys (False).
 
     ``"auto"`` picks what measured fastest (recipes/benchmarks/RESULTS.md): the score sum under
@@ -219,7 +258,7 @@ def use_score_path(kernel: str, implementation: str, query: torch.Tensor, link: 
     concat would copy the whole KV cache every step); the concat elsewhere (GPU training). Scores
     are also needed when the probabilities are requested, and once a layer has carried scores.
     """
-    if output_attentions or (link[0] is not None and link[1] is None):
+    if output_attentions or isinstance(prev_attn, CarriedScores):
         return True
     if kernel != "auto":
         return kernel == "scores"
@@ -243,10 +282,10 @@ def make_linked(attn: nn.Module, cls: type[nn.Module], link_mode: str, link_kern
 class LinkedEncoderLayerMixin:
     """Encoder layer whose self-attention is linked to the previous layer's.
 
-    ``forward(hidden_states, attention_mask, link_a, link_b)`` takes the previous layer's carry as
-    positional tensors and returns ``(hidden_states, link_a, link_b)``: the stack's loop hands the
-    carry from one layer's outputs to the next one's inputs. Any activation-checkpointing wrapper
-    (Transformers', ``checkpoint_wrapper``, DeepSpeed's) then sees the carry as an input and an
+    ``forward(hidden_states, attention_mask, prev_attn, prev_attn_keys)`` takes the previous layer's
+    carry as positional tensors and returns ``(hidden_states, prev_attn, prev_attn_keys)``: the stack's
+    loop hands the carry from one layer's outputs to the next one's inputs. Any activation-checkpointing
+    wrapper (Transformers', ``checkpoint_wrapper``, DeepSpeed's) then sees the carry as an input and an
     output of the computation it re-runs, so recomputation is exact.
     """
 
@@ -258,19 +297,23 @@ class LinkedEncoderLayerMixin:
             self.self_attn, self.linked_attention_class, config.attention_link_mode, config.attention_link_kernel
         )
 
-    def forward(self, hidden_states, attention_mask, link_a=None, link_b=None, **kwargs):
-        attn_output, _, (link_a, link_b) = self.self_attn(
-            hidden_states, attention_mask=attention_mask, link=(link_a, link_b), **kwargs
+    def forward(self, hidden_states, attention_mask, prev_attn=None, prev_attn_keys=None, **kwargs):
+        attn_output, _, carry = self.self_attn(
+            hidden_states,
+            attention_mask=attention_mask,
+            prev_attn=carry_from_tensors(prev_attn, prev_attn_keys),
+            **kwargs,
         )
         hidden_states = add_and_norm(self, hidden_states, attn_output, self.self_attn_layer_norm)
-        return feed_forward(self, hidden_states, clamp_fp16=True), link_a, link_b
+        return feed_forward(self, hidden_states, clamp_fp16=True), *carry_tensors(carry)
 
 
 class LinkedDecoderLayerMixin:
     """Decoder layer whose self- and cross-attention are each linked to the previous layer's.
 
-    The four carry tensors (self-attention and cross-attention, two each) are positional inputs
-    after ``encoder_hidden_states`` and come back after the hidden states, as in the encoder layer.
+    The four carry tensors (self-attention's and cross-attention's ``prev_attn``/``prev_attn_keys``)
+    are positional inputs after ``encoder_hidden_states`` and come back after the hidden states, as in
+    the encoder layer.
     """
 
     linked_attention_class: type[nn.Module]
@@ -286,33 +329,33 @@ class LinkedDecoderLayerMixin:
         hidden_states,
         attention_mask=None,
         encoder_hidden_states=None,
-        self_link_a=None,
-        self_link_b=None,
-        cross_link_a=None,
-        cross_link_b=None,
+        self_prev_attn=None,
+        self_prev_attn_keys=None,
+        cross_prev_attn=None,
+        cross_prev_attn_keys=None,
         encoder_attention_mask=None,
         past_key_values=None,
         use_cache=True,
         **kwargs,
     ):
-        attn_output, _, self_link = self.self_attn(
+        attn_output, _, self_carry = self.self_attn(
             hidden_states,
             past_key_values=past_key_values,
             attention_mask=attention_mask,
-            link=(self_link_a, self_link_b),
+            prev_attn=carry_from_tensors(self_prev_attn, self_prev_attn_keys),
             **kwargs,
         )
         hidden_states = add_and_norm(self, hidden_states, attn_output, self.self_attn_layer_norm)
-        cross_link = (cross_link_a, cross_link_b)
+        cross_carry = carry_from_tensors(cross_prev_attn, cross_prev_attn_keys)
         if encoder_hidden_states is not None:
-            attn_output, _, cross_link = self.encoder_attn(
+            attn_output, _, cross_carry = self.encoder_attn(
                 hidden_states,
                 key_value_states=encoder_hidden_states,
                 attention_mask=encoder_attention_mask,
                 past_key_values=past_key_values,
-                link=cross_link,
+                prev_attn=cross_carry,
                 **kwargs,
             )
             hidden_states = add_and_norm(self, hidden_states, attn_output, self.encoder_attn_layer_norm)
         hidden_states = feed_forward(self, hidden_states, clamp_fp16=False)
-        return hidden_states, *self_link, *cross_link
+        return hidden_states, *carry_tensors(self_carry), *carry_tensors(cross_carry)

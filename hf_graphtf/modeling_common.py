@@ -167,10 +167,10 @@ class GraphEncoderMixin:
     def _linked_layers(self, hidden_states, attention_mask, **kwargs):
         """LayerDrop skips a layer as fairseq does: its input goes on unchanged, and so does the carry it
         received, so the next layer that runs adds the scores of the last layer that ran."""
-        link = (None, None)  # layer 0 has no previous scores
+        prev_attn = (None, None)  # the carry as (prev_attn, prev_attn_keys); layer 0 has none
         for layer in self.layers:
             if not _drop_layer(self):
-                hidden_states, *link = layer(hidden_states, attention_mask, *link, **kwargs)
+                hidden_states, *prev_attn = layer(hidden_states, attention_mask, *prev_attn, **kwargs)
         return hidden_states
 
     def _graph_layers(self, hidden_states, attention_mask, **kwargs):
@@ -178,13 +178,15 @@ class GraphEncoderMixin:
         LayerDrop may skip a graph layer n >= 1, which then acts as the identity: the next layer gets the
         P and F that layer n would have got."""
         previous = None  # P of the next layer: the input of the layer before (P_1 = x)
-        for layer in self.layers:
-            if isinstance(layer, self.graph_layer_class):
-                if _drop_layer(self):
-                    continue
-                output, _gate = layer(hidden_states, attention_mask, previous, **kwargs)
-            else:  # layer 0
+        # `build_layers` puts the standard layer at index 0 and graph layers after it; the position says
+        # which is which also once FSDP or an activation-checkpointing wrapper has wrapped the layers
+        for index, layer in enumerate(self.layers):
+            if index == 0:
                 output = layer(hidden_states, attention_mask, **kwargs)
+            elif _drop_layer(self):
+                continue
+            else:
+                output, _gate = layer(hidden_states, attention_mask, previous, **kwargs)
             previous, hidden_states = hidden_states, output
         return hidden_states
 
@@ -243,15 +245,15 @@ class GraphDecoderMixin:
         )
         # (self-attention, cross-attention) carries; none before layer 0. A layer LayerDrop skips hands on
         # the carry it received, as in the encoder.
-        links = (None, None, None, None)
+        prev_attn = (None, None, None, None)  # self_prev_attn(_keys), cross_prev_attn(_keys)
         for layer in self.layers:
             if _drop_layer(self):
                 continue
-            hidden_states, *links = layer(
+            hidden_states, *prev_attn = layer(
                 hidden_states,
                 causal_mask,
                 encoder_hidden_states,
-                *links,
+                *prev_attn,
                 encoder_attention_mask=encoder_attention_mask,
                 past_key_values=past_key_values,
                 use_cache=use_cache,

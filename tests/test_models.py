@@ -284,9 +284,9 @@ def test_fused_and_per_module_graph_paths_agree(family, options, attn_implementa
 
 
 def test_auto_link_kernel_picks_per_device_and_step():
-    from hf_graphtf.attention_link import use_score_path
+    from hf_graphtf.attention_link import CarriedQueryKey, CarriedScores, use_score_path
 
-    none = (None, None)
+    none = None
     on_cpu, elsewhere = torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4, device="meta")
     assert use_score_path("auto", "sdpa", on_cpu, none, False)  # CPU: the score sum measured faster
     assert not use_score_path("auto", "sdpa", elsewhere, none, False)  # GPU: one fused SDPA call
@@ -294,4 +294,5 @@ def test_auto_link_kernel_picks_per_device_and_step():
     assert use_score_path("auto", "eager", elsewhere, none, False)
     assert not use_score_path("concat", "sdpa", on_cpu, none, False)
     assert use_score_path("concat", "sdpa", on_cpu, none, True)  # probabilities requested
-    assert use_score_path("concat", "sdpa", on_cpu, (on_cpu, None), False)  # a score carry arrived
+    assert use_score_path("concat", "sdpa", on_cpu, CarriedScores(on_cpu), False)  # a score carry arrived
+    assert not use_score_path("concat", "sdpa", on_cpu, CarriedQueryKey(on_cpu, on_cpu), False)
