@@ -10,52 +10,95 @@ This module travels with saved checkpoints (``trust_remote_code``): it imports o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from transformers import BartConfig, MarianConfig
 
-ATTENTION_LINK_CHOICES = ("none", "encoder", "decoder", "both")
-ATTENTION_LINK_MODES = ("previous", "cumulative")
-ATTENTION_LINK_KERNELS = ("auto", "scores", "concat")
+
+@dataclass(frozen=True)
+class GraphOption:
+    """One option of the graph and link configs, defined once: its name, default, allowed values and help.
+
+    Everything else reads these: the config classes' defaults and validation, the training script's
+    arguments (`ModelArguments`), the recipe generator, the fine-tuning loader and the docs' options
+    table (a test keeps the config classes' declared fields equal to this list). ``choices`` is None
+    for a True/False option. With every option at its default the model is vanilla.
+    """
+
+    name: str
+    default: Any
+    choices: tuple[str, ...] | None
+    help: str
+
+    @property
+    def annotation(self) -> type:
+        return bool if self.choices is None else str
+
+    def check(self, config_name: str, value: Any) -> None:
+        """Raise a `ValueError` naming the field, the value and what is allowed."""
+        if self.choices is None:
+            if not isinstance(value, bool):
+                raise ValueError(f"{config_name}.{self.name} must be True or False; got {value!r}.")
+        elif not isinstance(value, str) or value not in self.choices:
+            choices = ", ".join(repr(choice) for choice in self.choices)
+            raise ValueError(f"{config_name}.{self.name} must be one of {choices}; got {value!r}.")
+
+
+#: the fusions of the subgraph groups (see `graph_attention.FUSIONS`, which must name the same ones)
 GRAPH_FUSIONS = ("gate", "sum", "self_gate")
 
-#: The option fields and their defaults. With every field at its default the model is vanilla.
-GRAPH_OPTION_DEFAULTS: dict[str, Any] = {
-    "attention_link": "none",
-    "attention_link_mode": "previous",
-    "attention_link_kernel": "auto",
-    "graph_attention": False,
-    "graph_fusion": "gate",
-    "graph_half_dim": False,
-    "graph_shared_qkv": False,
-}
+GRAPH_OPTIONS: tuple[GraphOption, ...] = (
+    GraphOption(
+        "attention_link",
+        "none",
+        ("none", "encoder", "decoder", "both"),
+        "Which stacks carry pre-softmax attention scores from layer to layer: 'encoder' (self-attention), "
+        "'decoder' (self- and cross-attention), 'both' or 'none'.",
+    ),
+    GraphOption(
+        "attention_link_mode",
+        "previous",
+        ("previous", "cumulative"),
+        "'previous' adds the previous layer's own scores (the Attention Link paper); 'cumulative' adds its "
+        "linked scores, a running sum as in RealFormer.",
+    ),
+    GraphOption(
+        "attention_link_kernel",
+        "auto",
+        ("auto", "scores", "concat"),
+        "How the link runs under sdpa: 'scores' (sum materialised scores), 'concat' (one SDPA call on "
+        "head-dim-concatenated queries and keys) or 'auto' (scores on CPU and for one-row decoding steps, "
+        "concat otherwise). Same results either way.",
+    ),
+    GraphOption(
+        "graph_attention",
+        False,
+        None,
+        "Graph-group self-attention in encoder layers 1..N-1 (high, middle and low order subgraphs over the "
+        "previous and the incremental representation).",
+    ),
+    GraphOption("graph_fusion", "gate", GRAPH_FUSIONS, "How the subgraph groups are fused."),
+    GraphOption("graph_half_dim", False, None, "The three group attentions work in d_model/2."),
+    GraphOption("graph_shared_qkv", False, None, "One attention module serves all three group attentions."),
+)
 
-
-def _check_choice(config_name: str, field: str, value: Any, allowed: tuple[str, ...]) -> None:
-    if not isinstance(value, str) or value not in allowed:
-        choices = ", ".join(repr(a) for a in allowed)
-        raise ValueError(f"{config_name}.{field} must be one of {choices}; got {value!r}.")
-
-
-def _check_bool(config_name: str, field: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{config_name}.{field} must be True or False; got {value!r}.")
+GRAPH_OPTION_DEFAULTS: dict[str, Any] = {option.name: option.default for option in GRAPH_OPTIONS}
+_BY_NAME = {option.name: option for option in GRAPH_OPTIONS}
+ATTENTION_LINK_CHOICES = _BY_NAME["attention_link"].choices
+ATTENTION_LINK_MODES = _BY_NAME["attention_link_mode"].choices
+ATTENTION_LINK_KERNELS = _BY_NAME["attention_link_kernel"].choices
 
 
 def validate_graph_options(config: Any) -> None:
-    """Raise a `ValueError` naming the field if any graph or link option is invalid.
+    """Raise a `ValueError` naming the field if any graph or link option is invalid, or two do not combine.
 
     Called at construction and again when a model is built, so that a field changed after
     construction (``config.attention_link = "enc"``) is still caught before it can be ignored.
     """
     name = type(config).__name__
-    _check_choice(name, "attention_link", config.attention_link, ATTENTION_LINK_CHOICES)
-    _check_choice(name, "attention_link_mode", config.attention_link_mode, ATTENTION_LINK_MODES)
-    _check_choice(name, "attention_link_kernel", config.attention_link_kernel, ATTENTION_LINK_KERNELS)
-    _check_bool(name, "graph_attention", config.graph_attention)
-    _check_choice(name, "graph_fusion", config.graph_fusion, GRAPH_FUSIONS)
-    _check_bool(name, "graph_half_dim", config.graph_half_dim)
-    _check_bool(name, "graph_shared_qkv", config.graph_shared_qkv)
+    for option in GRAPH_OPTIONS:
+        option.check(name, getattr(config, option.name))
     if config.graph_attention and config.attention_link in ("encoder", "both"):
         raise ValueError(
             f"{name}.attention_link={config.attention_link!r} links the encoder, which cannot be combined with "
@@ -214,4 +257,12 @@ class GraphBartConfig(GraphOptionsMixin, BartConfig):
         self._finish_graph_options()
 
 
-__all__ = ["GraphBartConfig", "GraphMarianConfig", "validate_graph_options", "validate_sizes", "GRAPH_OPTION_DEFAULTS"]
+__all__ = [
+    "GRAPH_OPTIONS",
+    "GRAPH_OPTION_DEFAULTS",
+    "GraphBartConfig",
+    "GraphMarianConfig",
+    "GraphOption",
+    "validate_graph_options",
+    "validate_sizes",
+]

@@ -19,18 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS
 from hf_graphtf.training.schedule import noam_peak_learning_rate
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
-OPTION_DEFAULTS = {
-    "attention_link": "none",
-    "attention_link_mode": "previous",
-    "graph_attention": False,
-    "graph_fusion": "gate",
-    "graph_half_dim": False,
-    "graph_shared_qkv": False,
-}
+OPTION_DEFAULTS = GRAPH_OPTION_DEFAULTS
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "vanilla": ("vanilla Transformer (baseline)", {}),

@@ -11,19 +11,17 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
 import yaml
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
 from ..configuration import (
-    ATTENTION_LINK_CHOICES,
-    ATTENTION_LINK_KERNELS,
-    ATTENTION_LINK_MODES,
-    GRAPH_FUSIONS,
+    GRAPH_OPTIONS,
     POSITIVE_SIZE_FIELDS,
     RATE_FIELDS,
+    GraphOption,
     validate_graph_options,
     validate_sizes,
 )
@@ -33,8 +31,23 @@ MODEL_FAMILIES = ("marian", "bart")
 RECIPE_SUFFIXES = (".yaml", ".yml")
 
 
+def _option_help(option: GraphOption) -> str:
+    allowed = "true or false" if option.choices is None else "one of " + ", ".join(option.choices)
+    return f"{option.help} ({allowed}; default {option.default})"
+
+
+GraphOptionArguments = make_dataclass(
+    "GraphOptionArguments",
+    [
+        (option.name, option.annotation, field(default=option.default, metadata={"help": _option_help(option)}))
+        for option in GRAPH_OPTIONS
+    ],
+)
+GraphOptionArguments.__doc__ = "The graph and link options as arguments, made from `configuration.GRAPH_OPTIONS`."
+
+
 @dataclass
-class ModelArguments:
+class ModelArguments(GraphOptionArguments):
     """The model to train: its family, its size and the attention-link / graph options.
 
     The size fields use the names of `MarianConfig` / `BartConfig` so a recipe reads like a config.
@@ -67,15 +80,6 @@ class ModelArguments:
     activation_function: str = field(default="relu", metadata={"help": "relu as in the Transformer papers."})
     max_position_embeddings: int = 512
     scale_embedding: bool = field(default=True, metadata={"help": "Multiply embeddings by sqrt(d_model)."})
-    attention_link: str = field(default="none", metadata={"help": f"One of {ATTENTION_LINK_CHOICES}."})
-    attention_link_mode: str = field(default="previous", metadata={"help": f"One of {ATTENTION_LINK_MODES}."})
-    attention_link_kernel: str = field(
-        default="auto", metadata={"help": f"One of {ATTENTION_LINK_KERNELS}: how the link runs under sdpa."}
-    )
-    graph_attention: bool = False
-    graph_fusion: str = field(default="gate", metadata={"help": f"One of {GRAPH_FUSIONS}."})
-    graph_half_dim: bool = False
-    graph_shared_qkv: bool = False
     attn_implementation: str = field(
         default="sdpa", metadata={"help": "'sdpa' or 'eager'; attention link supports both."}
     )
@@ -92,15 +96,7 @@ class ModelArguments:
 
     def graph_options(self) -> dict[str, Any]:
         """The option fields of `GraphMarianConfig` / `GraphBartConfig`, as set here."""
-        return {
-            "attention_link": self.attention_link,
-            "attention_link_mode": self.attention_link_mode,
-            "attention_link_kernel": self.attention_link_kernel,
-            "graph_attention": self.graph_attention,
-            "graph_fusion": self.graph_fusion,
-            "graph_half_dim": self.graph_half_dim,
-            "graph_shared_qkv": self.graph_shared_qkv,
-        }
+        return {option.name: getattr(self, option.name) for option in GRAPH_OPTIONS}
 
     def size_options(self) -> dict[str, Any]:
         """Size and regularisation fields, passed to the config unchanged."""
