@@ -71,6 +71,8 @@ class Grid:
     variants: dict[str, dict[str, Any]]
     core: list[str]
     tuning: Tuning | None = None
+    #: grid files whose budgets the report sets beside this grid's ("how the verdict moves")
+    earlier_budgets: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: str | Path, root: Path = REPO_ROOT) -> Grid:
@@ -128,6 +130,7 @@ class Grid:
             variants=variants,
             core=list(spec.get("core") or variants),
             tuning=tuning,
+            earlier_budgets=list(spec.get("earlier_budgets") or []),
         )
 
     @property

@@ -191,6 +191,22 @@ def _speed_ratio(
     where some run on either side lacks it, both sides fall back to the recorded figure, which
     includes them, so that a ratio never compares one measure with the other.
     """
+    ratios = _speed_ratios(rows_by, variant, sizes, speed_of)
+    if not ratios:
+        return "–"
+    if min(ratios) == max(ratios):  # one pair, or vanilla against itself
+        return f"{ratios[0]:.2f}"
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def _speed_ratios(
+    rows_by: dict[tuple[str, str], list[dict]],
+    variant: str,
+    sizes: list[str],
+    speed_of: Callable[[dict[str, Any]], float | None],
+) -> list[float]:
+    """The ratios `_speed_ratio` summarises: one per run of the variant that has a vanilla run of the same
+    size and seed on the same machine."""
     ratios = []
     for size in sizes:
         runs, base = rows_by.get((variant, size), []), rows_by.get(("vanilla", size), [])
@@ -204,11 +220,7 @@ def _speed_ratio(
             for row, vanilla in pairs
             if vanilla is not None and speeds[id(row)] and speeds[id(vanilla)] and _same_machine(row, vanilla)
         ]
-    if not ratios:
-        return "–"
-    if min(ratios) == max(ratios):  # one pair, or vanilla against itself
-        return f"{ratios[0]:.2f}"
-    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+    return ratios
 
 
 def _same_machine(row: dict[str, Any], other: dict[str, Any]) -> bool:
@@ -408,9 +420,13 @@ def _has_model(row: dict[str, Any]) -> bool:
 
 
 def _rows_by_cell(grid: Grid) -> dict[tuple[str, str], list[dict]]:
-    """The grid's finished rows by (variant, size), each list in seed order."""
+    """The grid's finished rows by (variant, size), each list in seed order. With tuning, the tuning runs
+    at values that were not chosen stay out of the cells (the tuning table shows them)."""
     rows_by: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    cells = {run.name for run in grid.cell_runs()} if grid.tuning is not None else None
     for row in grid.finished_rows():
+        if cells is not None and row["run"] not in cells:
+            continue
         rows_by[(row["variant"], row["size"])].append(row)
     for runs in rows_by.values():
         runs.sort(key=lambda row: row["seed"])
@@ -473,6 +489,9 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         "its training log. A rough guide: the controlled comparison "
         "(interleaved, one thread, CPU clock) is recipes/benchmarks/RESULTS.md.",
         "",
+        *_tuning_section(grid, rows),
+        *_stopping_section(grid, rows),
+        *_budgets_section(grid),
         "## Attention link (as the paper's Tables III/IV/VIII)",
         "",
         *comparison_table(grid, rows_by, LINK_ROWS, sizes, references, with_cost=False),
@@ -512,6 +531,173 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
     path = grid.page
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
+    """The tuning runs of a grid that tunes its baseline: each value's validation and test BLEU, where it
+    stopped, and the value chosen (best validation BLEU; test BLEU plays no part)."""
+    if grid.tuning is None:
+        return []
+    tuning = grid.tuning
+    by_name = {row["run"]: row for row in rows}
+    lines = [
+        f"## Tuning: {tuning.field} of {tuning.variant}, seed {tuning.seed}",
+        "",
+        f"Every run of a size uses the {tuning.field} whose {tuning.variant} run reached the best validation "
+        f"BLEU; {tuning.variant}'s seed-{tuning.seed} cell is that run.",
+        "",
+        f"| size | {tuning.field} | valid BLEU | test BLEU | stopped at | best step | why | minutes | chosen |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for size in grid.sizes:
+        chosen = grid.tuned_value(size)
+        for value, run in zip(tuning.values, grid.tuning_runs(size)):
+            row = by_name.get(run.name)
+            if row is None:
+                lines.append(f"| {size} | {value} | – | – | – | – | not finished | – | |")
+                continue
+            lines.append(
+                f"| {size} | {value} | {row['valid']['bleu']} | {row['test']['bleu']} | {row['steps']} | "
+                f"{row.get('best_step') or '–'} | {row.get('stop_reason') or '–'} | {_minutes(row)} | "
+                f"{'yes' if chosen == value else ''} |"
+            )
+    return [*lines, ""]
+
+
+def _minutes(row: dict[str, Any]) -> str:
+    minutes = row.get("train_minutes")
+    return "–" if minutes is None else f"{minutes:.0f}"
+
+
+def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
+    """For runs that train until validation BLEU stops improving: where each stopped and why, its best
+    step, its training minutes and precision, and what the seeds still to run will cost at those minutes."""
+    stopped = [row for row in rows if row.get("stop_reason")]
+    if not stopped or not any(row["stop_reason"] == "validation plateau" for row in stopped):
+        return []
+    cells = {run.name for run in grid.cell_runs()} if grid.tuning is not None else {row["run"] for row in rows}
+    lines = [
+        "## When each run stopped",
+        "",
+        "A run stops after `early_stopping_patience` evaluations without a new best validation BLEU "
+        "(`validation plateau`); `step cap` means it reached `max_steps`, the safety net, and did not "
+        "converge. The test split is translated by the best checkpoint. Minutes: training time over every "
+        "sitting, validation passes included, on the run's machine (see `cores used` in the runs' table: "
+        "other work on the machine slows a run without changing its result).",
+        "",
+        "| run | stopped at | why | best step | valid BLEU (best) | test BLEU | minutes | precision |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in sorted(stopped, key=lambda row: (row["size"], row["seed"], row["variant"], row["run"])):
+        if row["run"] not in cells:
+            continue
+        lines.append(
+            f"| {row['run']} | {row['steps']} | {row['stop_reason']} | {row.get('best_step') or '–'} | "
+            f"{row['valid']['bleu']} | {row['test']['bleu']} | {_minutes(row)} | {row.get('precision') or 'fp32'} |"
+        )
+    finished = {row["run"] for row in rows}
+    to_run = [run for run in grid.runs() if run.name not in finished]
+    minutes_by_variant: dict[str, list[float]] = defaultdict(list)
+    for row in stopped:
+        if row["run"] in cells and row.get("train_minutes"):
+            minutes_by_variant[row["variant"]].append(row["train_minutes"])
+    estimate = [
+        statistics.mean(minutes_by_variant[run.variant]) for run in to_run if minutes_by_variant.get(run.variant)
+    ]
+    if to_run:
+        known = f"about {sum(estimate) / 60:.1f} hours of training" if estimate else "unknown yet"
+        lines += [
+            "",
+            f"Still to run: {len(to_run)} runs; at the minutes their variants took so far, "
+            f"{known}{' for the ' + str(len(estimate)) + ' whose variant has a finished run' if estimate else ''}.",
+        ]
+    return [*lines, ""]
+
+
+def budget_label(grid: Grid, size: str) -> str:
+    """How a size of a grid trains, for the budgets table: ``10K pairs, 600 steps`` or ``10K pairs, to a
+    plateau``."""
+    values = {**grid.common, **grid.sizes[size]}
+    data = {"train_10k": "10K pairs", "train": "full train set"}.get(values.get("train_split", "train"))
+    data = data or values.get("train_split", "train")
+    if values.get("early_stopping_patience", 100) < 50:
+        return f"{data}, to a plateau"
+    return f"{data}, {int(values['max_steps']):,} steps" if values.get("max_steps") else data
+
+
+def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
+    """Each variant's difference from vanilla (test BLEU, mean over seeds) and its paired-bootstrap p at
+    every budget of ``grids``, with the number of seeds, its parameters and its training speed: how the
+    verdict moves as training goes on. Budgets are ordered as given."""
+    columns: list[tuple[str, str, float]] = []
+    deltas, params, speeds = defaultdict(dict), {}, defaultdict(list)
+    for grid in grids:
+        rows_by = _rows_by_cell(grid)
+        sizes = [size for size in grid.sizes if (("vanilla", size) in rows_by)]
+        references = _references(grid, sizes)
+        for size in sizes:
+            label = budget_label(grid, size)
+            values = {**grid.common, **grid.sizes[size]}
+            plateau = values.get("early_stopping_patience", 100) < 50
+            columns.append((label, values.get("train_split", ""), float("inf") if plateau else values["max_steps"]))
+            base = rows_by[("vanilla", size)]
+            for variant in variants:
+                runs = rows_by.get((variant, size), [])
+                if variant == "vanilla" or not runs:
+                    continue
+                seeds = {row["seed"] for row in runs}
+                paired = [row for row in base if row["seed"] in seeds]
+                if not paired:
+                    continue
+                delta = statistics.mean(row["test"]["bleu"] for row in runs) - statistics.mean(
+                    row["test"]["bleu"] for row in paired
+                )
+                p_value = paired_bootstrap(grid, paired, runs, references[size]) if size in references else None
+                p_text = "" if p_value is None else f", p {p_value:.3f}"
+                deltas[variant][label] = f"{delta:+.2f} (n={len(paired)}{p_text})"
+                params.setdefault(variant, runs[0]["parameters"] / base[0]["parameters"] - 1)
+                speeds[variant] += _speed_ratios(rows_by, variant, [size], lambda row, g=grid: training_speed(g, row))
+    # by training split (10K before the full set), then by training length, a plateau last
+    columns.sort(key=lambda column: (column[1] != "train_10k", column[1], column[2]))
+    labels = [column[0] for column in columns]
+    header = ["variant", *[f"Δ BLEU, {label}" for label in labels], "extra parameters", "training speed (pairs)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for variant in variants:
+        if variant == "vanilla" or variant not in deltas:
+            continue
+        cells = [deltas[variant].get(label, "–") for label in labels]
+        ratios = speeds.get(variant)
+        speed = f"{statistics.median(ratios):.2f}x ({len(ratios)})" if ratios else "–"
+        lines.append(f"| {variant} | " + " | ".join(cells) + f" | {params[variant]:+.0%} | {speed} |")
+    return lines
+
+
+BUDGETS_NOTE = (
+    "Training speed: the variant's training tokens/s over vanilla's run of the same size, seed and machine, "
+    "median over those pairs in every grid (their number in brackets); runs of a grid run hours apart on a "
+    "shared machine, so this is a rough guide, and the controlled comparison (interleaved, one process) is "
+    "recipes/benchmarks/RESULTS.md."
+)
+
+
+def _budgets_section(grid: Grid) -> list[str]:
+    """The grid's verdict beside the earlier grids' it names (``earlier_budgets``)."""
+    if not grid.earlier_budgets:
+        return []
+    grids = [Grid.load(REPO_ROOT / path) for path in grid.earlier_budgets] + [grid]
+    variants = tuple(dict.fromkeys(v for g in grids for v in g.variants))
+    return [
+        "## How the verdict moves with training",
+        "",
+        "Δ: the variant's mean test BLEU minus vanilla's on the same seeds (n), sacreBLEU paired bootstrap p on "
+        "the pooled translations. The early budgets are "
+        + ", ".join(f"[{g.name}]({g.page.name})" for g in grids[:-1])
+        + ". "
+        + BUDGETS_NOTE,
+        "",
+        *budgets_table(grids, variants),
+        "",
+    ]
 
 
 def _progress(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
