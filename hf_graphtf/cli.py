@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .errors import UserError, report_user_error
 from .inference import DTYPES, load_model, translate_texts
 
 DEFAULT_CORPUS_DIR = "data/bible-es-en"
@@ -21,6 +22,10 @@ DEFAULT_BUCKETS = (10, 20, 30, 40, 50)
 #: None keeps torch's default (one intra-op thread per core): on the 2-core machine of
 #: recipes/benchmarks/RESULTS.md ("Threads"), beam-5 translation was about 10% faster with two threads than one
 DEFAULT_THREADS = None
+
+
+class InputError(UserError, ValueError):
+    """A subcommand's input does not fit: a missing file, line counts that disagree, no references."""
 
 
 # --------------------------------------------------------------------------- model loading and translation
@@ -37,7 +42,7 @@ def _read_lines(path: str) -> list[str]:
     try:
         return read_text_lines(path)
     except FileNotFoundError:
-        raise SystemExit(f"error: {path}: no such file") from None
+        raise InputError(f"{path}: no such file") from None
 
 
 def _open_output(path: str) -> TextIO:
@@ -106,11 +111,11 @@ def _evaluation_inputs(args: argparse.Namespace) -> tuple[list[str], list[list[s
     for path in args.references or ():
         lines = _read_lines(path)
         if len(lines) != len(sources):
-            raise SystemExit(f"error: {path} has {len(lines)} lines but there are {len(sources)} source sentences")
+            raise InputError(f"{path} has {len(lines)} lines but there are {len(sources)} source sentences")
         for refs, line in zip(references, lines):
             refs.append(line)
     if not references or not all(references):
-        raise SystemExit("error: no references: give --references FILE [FILE ...] or --corpus with a target side")
+        raise InputError("no references: give --references FILE [FILE ...] or --corpus with a target side")
     return sources, references
 
 
@@ -135,7 +140,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.hypotheses is not None:
         hypotheses = _read_lines(args.hypotheses)
         if len(hypotheses) != len(sources):
-            raise SystemExit(f"error: {len(hypotheses)} hypotheses for {len(sources)} source sentences")
+            raise InputError(f"{len(hypotheses)} hypotheses for {len(sources)} source sentences")
     else:
         hypotheses = _translate_with(args, sources)
     report = translation_report(sources, hypotheses, references, args.length_buckets)
@@ -162,7 +167,7 @@ def cmd_gates(args: argparse.Namespace) -> int:
     try:
         profile = graph_gate_profile(tokenizer, model, texts, args.length_buckets, args.batch_size)
     except ValueError as error:
-        raise SystemExit(f"error: {error}") from None
+        raise InputError(f"{error}") from None
     output = _open_output(args.json)
     try:
         json.dump(profile, output, indent=2)
@@ -300,6 +305,18 @@ def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             parser.error("evaluate needs exactly one of --source and --corpus")
 
 
+#: options that count something: 0 or a negative number would fail deep inside generation, or loop
+_COUNTS = ("batch_size", "beam_size", "max_new_tokens", "threads", "max_sentences")
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    """Refuse a count below 1 before any model is loaded, naming the flag."""
+    for name in _COUNTS:
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1; got {value}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["train"]:
@@ -311,30 +328,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from transformers.utils import logging
 
         logging.disable_progress_bar()  # also the "Loading weights" bar
-    if getattr(args, "threads", None) is not None:
-        if args.threads < 1:
-            parser.error(f"--threads must be at least 1; got {args.threads}")
-        import torch
-
-        torch.set_num_threads(args.threads)
     try:
+        _check_counts(args)
+        if getattr(args, "threads", None) is not None:
+            import torch
+
+            torch.set_num_threads(args.threads)
         if getattr(args, "model", None):
             from .model_files import check_model_source
 
             check_model_source(args.model)  # before any input is read or model loaded
         return args.func(args)
-    except _user_errors() as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-
-
-def _user_errors() -> tuple[type[Exception], ...]:
-    """Errors whose message says all a user needs (file, line, what to do): printed without a traceback."""
-    from .data.corpora import CorpusError
-    from .data.text_files import TextEncodingError
-    from .model_files import ModelFolderError
-
-    return (CorpusError, ModelFolderError, TextEncodingError)
+    except UserError as error:
+        return report_user_error(error)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import os
 import struct
 from pathlib import Path
 
+from .errors import UserError
+
 SAFETENSORS_FILE = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_FILE = "pytorch_model.bin"
@@ -22,7 +24,7 @@ PICKLE_INDEX = "pytorch_model.bin.index.json"
 ENGINE_WEIGHT_PREFIXES = ("pytorch_model_fsdp", "global_step")
 
 
-class ModelFolderError(ValueError):
+class ModelFolderError(UserError, ValueError):
     """A model folder that cannot be loaded as given; the message names the folder or file."""
 
 

@@ -90,8 +90,7 @@ def test_evaluate_refuses_misaligned_references(trained, tmp_path):
     (tmp_path / "ref").write_text("a\n", encoding="utf-8")
     (tmp_path / "hyp").write_text("a\nb\n", encoding="utf-8")
     argv = ["evaluate", "--hypotheses", str(tmp_path / "hyp"), "--source", str(tmp_path / "src")]
-    with pytest.raises(SystemExit, match="has 1 lines but there are 2 source sentences"):
-        cli.main([*argv, "--references", str(tmp_path / "ref")])
+    assert cli.main([*argv, "--references", str(tmp_path / "ref")]) == 2
     with pytest.raises(SystemExit):
         cli.main(["evaluate", "--source", str(tmp_path / "src")])  # neither --model nor --hypotheses
 
@@ -163,5 +162,19 @@ def test_threads_dtype_and_attention_flags(trained, tmp_path, monkeypatch):
     torch.set_num_threads(1)
     assert cli.main(argv) == 0
     assert seen["threads"] == 1 and seen["dtype"] == torch.float32  # torch's setting left alone by default
-    with pytest.raises(SystemExit):
-        cli.main([*argv, "--threads", "0"])
+    assert cli.main([*argv, "--threads", "0"]) == 2
+
+
+@pytest.mark.parametrize("flag", ["--beam-size", "--batch-size", "--max-new-tokens", "--threads"])
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_counts_below_one_are_refused_in_one_line_before_loading(flag, value, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "load_model", lambda *args, **kwargs: pytest.fail("a model was loaded"))
+    (tmp_path / "in.txt").write_text("Hola.\n", encoding="utf-8")
+    (tmp_path / "model").mkdir()
+    for command in (
+        ["translate", "--input", str(tmp_path / "in.txt")],
+        ["evaluate", "--source", str(tmp_path / "in.txt")],
+    ):
+        assert cli.main([*command, "--model", str(tmp_path / "model"), flag, value]) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: {flag} must be at least 1; got {value}\n"

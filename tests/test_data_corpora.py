@@ -208,9 +208,24 @@ def test_known_hub_names_map_to_ids_and_configs(fake_hub, name, src, tgt, hub_id
 
 
 def test_generic_hub_id_passes_config_and_split(fake_hub):
-    corpus = load_parallel_corpus("someone/parallel", src_lang="de", tgt_lang="en", split="train", config="de-en")
+    corpus = load_parallel_corpus(
+        "hf://datasets/someone/parallel", src_lang="de", tgt_lang="en", split="train", config="de-en"
+    )
     assert fake_hub == [{"path": "someone/parallel", "name": "de-en", "split": "train"}]
     assert isinstance(corpus, datasets.Dataset) and corpus.column_names == ["translation"]
+
+
+@pytest.mark.parametrize("source", ["data/bible-es-en", "someone/parallel", "corpora/de-en/train"])
+def test_a_missing_local_folder_fails_at_once_with_what_builds_it(fake_hub, source, tmp_path, monkeypatch):
+    """A forgotten build-corpus (or a run outside the repository) is a missing folder, not a Hub id: one
+    line naming the folder and the build command, without half a minute of Hub retries."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CorpusError) as caught:
+        load_parallel_corpus(source, src_lang="es", tgt_lang="en", split="train")
+    message = str(caught.value)
+    assert "no such corpus folder" in message and str(tmp_path / source) in message
+    assert f"hf-graphtf build-corpus --output-dir {source}" in message and "hf://datasets/" in message
+    assert "\n" not in message and fake_hub == []  # the Hub was never asked
 
 
 def test_hub_dataset_with_text_columns(monkeypatch):

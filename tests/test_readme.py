@@ -1,26 +1,95 @@
-"""The README's usage example runs as written, and the committed pages' links lead somewhere."""
+"""The README's examples run as written, and the committed pages' links lead somewhere."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from pathlib import Path
+
+import pytest
+import yaml
+from recipe_fixtures import one_thread, trained_tiny_model  # noqa: F401  (autouse fixture)
+
+from hf_graphtf.configuration import GRAPH_OPTIONS
+from hf_graphtf.data import load_parallel_corpus
+from hf_graphtf.training import parse_recipe_args
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 README = REPO_ROOT / "README.md"
 
 
-def test_readme_usage_example_runs(tmp_path, monkeypatch):
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    assert blocks, "README has no python example"
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_every_python_block_of_the_readme_runs_in_order(tmp_path_factory, tmp_path, monkeypatch, capsys):
+    """The quickstart loads what the main job writes (a tiny trained stand-in here, offline), translates a
+    sentence, then builds a model with the options on and saves it with its tokenizer."""
+    blocks = _blocks("python")
+    assert len(blocks) >= 2, "the README lost its quickstart"
+    assert all(len(block.strip().splitlines()) <= 12 for block in blocks), "a quickstart block grew past a screen"
+    shutil.copytree(trained_tiny_model(tmp_path_factory).output_dir, tmp_path / "outputs" / "quickstart")
     monkeypatch.chdir(tmp_path)
-    exec(compile(blocks[0], "README.md", "exec"), {})
+    namespace: dict = {}
+    for number, block in enumerate(blocks, start=1):
+        exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+    printed = capsys.readouterr().out
+    assert printed.startswith("[") and "]" in printed  # the translated sentence, as a list
     assert (tmp_path / "my-model" / "model.safetensors").exists()
+    assert (tmp_path / "my-model" / "tokenizer.json").exists()  # what a pipeline loading my-model needs
+    assert namespace["model"].config.attention_link_mode == "cumulative" and not namespace["model"].training
+    assert namespace["translator"](["El rey dijo."], max_new_tokens=4)
 
 
-def test_committed_pages_link_to_files_that_exist():
-    """Relative links in the README and the pages it links (results, benchmarks, model cards) name files in
-    the repository: a renamed page or figure must not leave a dead link behind."""
-    pages = [README, *REPO_ROOT.glob("recipes/*/*.md"), *REPO_ROOT.glob("model_cards/**/*.md")]
+def test_the_readmes_data_line_and_recipe_snippet_work(tmp_path):
+    (line,) = _blocks("json")
+    corpus = tmp_path / "data" / "my-de-en"
+    corpus.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (corpus / f"{split}.jsonl").write_text(line, encoding="utf-8")
+    assert load_parallel_corpus(corpus, src_lang="de", tgt_lang="en", split="train")[0]["translation"]["de"]
+    recipe = yaml.safe_load(_blocks("yaml")[0])
+    recipe.update(corpus=str(corpus), output_dir=str(tmp_path / "out"))
+    path = tmp_path / "my_recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    model_args, data_args, training_args = parse_recipe_args([str(path)])
+    assert model_args.attention_link == "both" and data_args.src_lang == "de"
+    assert training_args.early_stopping_patience == 8 and training_args.load_best_model_at_end
+
+
+def test_the_options_table_lists_every_option_with_its_values():
+    text = README.read_text(encoding="utf-8")
+    for option in GRAPH_OPTIONS:
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{option.name}` |")), None)
+        assert row is not None, f"{option.name} is missing from the README's options table"
+        values = ["False", "True"] if option.choices is None else [f'"{choice}"' for choice in option.choices]
+        assert all(f"`{value}`" in row for value in values), row
+        assert row.index(f"`{values[0] if option.choices is None else json.dumps(option.default)}`") < row.index(
+            " | ", len(f"| `{option.name}` |")
+        )
+
+
+def test_the_readme_is_a_front_page():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 320
+    headings = [line for line in lines if line.startswith("## ")]
+    for wanted in ("Results at a glance", "Install", "Quickstart", "Limitations", "Citation", "License"):
+        assert any(wanted in heading for heading in headings), wanted
+    assert (REPO_ROOT / "LICENSE").read_text(encoding="utf-8").startswith(" " * 33 + "Apache License")
+
+
+@pytest.mark.parametrize(
+    "pages",
+    [
+        [README],
+        [*REPO_ROOT.glob("recipes/*/*.md"), *REPO_ROOT.glob("model_cards/**/*.md"), *REPO_ROOT.glob("docs/*.md")],
+    ],
+    ids=["README", "linked pages"],
+)
+def test_committed_pages_link_to_files_that_exist(pages):
+    """Relative links in the README and the pages it links (docs, results, benchmarks, model cards) name
+    files in the repository: a moved page or figure must not leave a dead link behind."""
     checked = 0
     for page in pages:
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
@@ -28,4 +97,4 @@ def test_committed_pages_link_to_files_that_exist():
                 continue
             assert (page.parent / target.split("#")[0]).exists(), f"{page.relative_to(REPO_ROOT)} links {target}"
             checked += 1
-    assert checked >= 10
+    assert checked >= 5

@@ -38,6 +38,8 @@ from hf_graphtf.data.fingerprints import fingerprint_bytes, fingerprint_mismatch
 from hf_graphtf.data.osis import CaseModel, WordJoiner, clean_osis, strongs_numbers
 from hf_graphtf.data.splits import SPLIT_NAMES, drop_seen_sources, split_by_chapter, stable_subset
 
+from ..errors import UserError
+
 __all__ = [
     "APT_COMMAND",
     "BIBLE_BOOKS",
@@ -94,7 +96,7 @@ BIBLE_BOOKS: tuple[str, ...] = _kjv_books()
 """OSIS names of the 66 books, in canonical order ("Gen" ... "Rev")."""
 
 
-class SwordModulesMissing(FileNotFoundError):
+class SwordModulesMissing(UserError, FileNotFoundError):
     """The SWORD modules the corpus is built from are not installed."""
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import datasets
 
+from ..errors import UserError
 from .fingerprints import META_FILE, fingerprint_mismatch, read_meta
 from .text_files import TextEncodingError, read_text_lines
 
@@ -46,7 +47,7 @@ _LANG_CODE = re.compile(r"^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)?$")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(?:/[\w.-]+)?$")
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError, ValueError):
     """A parallel corpus that cannot be used as given; the message names the file and line."""
 
 
@@ -368,17 +369,42 @@ def _load_hub(
     return _normalize_hub(loaded, src_lang=src_lang, tgt_lang=tgt_lang, columns=columns, name=name)
 
 
+#: a source written like this is a Hub dataset id, whatever folders exist here (huggingface_hub's URL form)
+HUB_PREFIX = "hf://datasets/"
+#: names that go to the Hub as they are: the short names and the Hub ids they stand for
+_KNOWN_HUB_NAMES = {*HUB_CORPORA, *(hub_id for hub_id, _, _ in HUB_CORPORA.values()), *_PAIR_CONFIG_TEMPLATES}
+#: what builds the offline corpus that recipes name as a local folder
+BUILD_CORPUS_COMMAND = "hf-graphtf build-corpus --output-dir {path}"
+
+
 def _looks_local(source: str) -> bool:
     """Whether a ``source`` that exists nowhere was meant as a local path rather than a Hub name.
 
-    ``corpus/train`` could be either; it counts as local when the folder ``corpus`` exists.
+    ``data/bible-es-en`` could be either; a path whose first folder is not here counts as local too,
+    because a forgotten ``build-corpus`` (or a run started outside the repository) is far more likely
+    than a Hub id, and sending it to the Hub costs half a minute of retries and a traceback that never
+    says the folder is missing. A Hub id of that shape is written ``hf://datasets/owner/name``; short
+    names (``wmt14``, ``iwslt14-de-en``) go to the Hub as they are.
     """
     path = Path(source).expanduser()
     if source.startswith((".", "/", "~")) or path.suffix.lower() in (".jsonl", ".json", ".tsv", ".txt"):
         return True
-    if len(path.parts) > 1 and path.parent.is_dir():
+    if len(path.parts) > 1:
         return True
     return not _HUB_ID.match(source)
+
+
+def _missing_local_source(path: Path, src_lang: str, tgt_lang: str) -> CorpusFileNotFound:
+    """The one-line error for a local corpus that is not there, with what builds it."""
+    where = path if path.is_absolute() else Path.cwd() / path
+    build = BUILD_CORPUS_COMMAND.format(path=path)
+    if path.suffix:
+        return CorpusFileNotFound(f"{path}: no such file ({where}).")
+    return CorpusFileNotFound(
+        f"{path}: no such corpus folder ({where}), and no text files {path}.{src_lang} / {path}.{tgt_lang}. "
+        f"For the Bible corpus run `{build}` (from the folder the path is relative to, the repository root for "
+        f"the recipes); for a Hub dataset of that name write {HUB_PREFIX}{path.as_posix()}."
+    )
 
 
 def load_parallel_corpus(
@@ -400,8 +426,9 @@ def load_parallel_corpus(
     * a prefix ``corpus/train`` naming ``corpus/train.de`` and ``corpus/train.en``;
     * a Hub dataset: a short name from :data:`HUB_CORPORA` (``"iwslt14-de-en"``,
       ``"iwslt2017-de-en"``, ``"wmt14-en-de"``), ``"iwslt2017"`` (config derived from the
-      language pair), or any Hub id with an optional ``config``; ``columns`` maps each language
-      to a text column for datasets without a ``translation`` column.
+      language pair), a one-part id (``"wmt14"``), or any id as ``hf://datasets/owner/name``, with an
+      optional ``config``; ``columns`` maps each language to a text column for datasets without a
+      ``translation`` column. A two-part path that exists nowhere is a missing local folder.
 
     Multi-split sources give a ``DatasetDict``, or one ``Dataset`` when ``split`` is named
     ("valid" and "validation" are interchangeable); single files give a ``Dataset``.  Problems
@@ -419,8 +446,8 @@ def load_parallel_corpus(
     if any(Path(f"{path}.{lang}").is_file() for lang in (src_lang, tgt_lang)):
         rows = read_text_pairs(path, src_lang=src_lang, tgt_lang=tgt_lang)
         return _to_dataset(rows, src_lang=src_lang, tgt_lang=tgt_lang, source=path)
-    if text in HUB_CORPORA or not _looks_local(text):
-        return _load_hub(text, src_lang=src_lang, tgt_lang=tgt_lang, split=split, config=config, columns=columns)
-    raise CorpusFileNotFound(
-        f"{path}: no such file or directory, and no parallel text files {path}.{src_lang} / {path}.{tgt_lang}"
-    )
+    if text.startswith(HUB_PREFIX):
+        text = text[len(HUB_PREFIX) :]
+    elif text not in _KNOWN_HUB_NAMES and _looks_local(text):
+        raise _missing_local_source(path, src_lang, tgt_lang)
+    return _load_hub(text, src_lang=src_lang, tgt_lang=tgt_lang, split=split, config=config, columns=columns)

@@ -12,10 +12,12 @@ import codecs
 import os
 import sys
 
+from ..errors import UserError
+
 __all__ = ["TextEncodingError", "decode_text", "read_text", "read_text_lines"]
 
 
-class TextEncodingError(ValueError):
+class TextEncodingError(UserError, ValueError):
     """A text file that is not UTF-8; the message names the file and the byte offset."""
 
 

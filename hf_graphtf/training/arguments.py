@@ -8,6 +8,7 @@ is one YAML file holding any of their fields; flags given after it on the comman
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -346,6 +347,25 @@ def load_recipe(path: str | os.PathLike[str]) -> dict[str, Any]:
     return recipe
 
 
+def _check_recipe_values(recipe_path: str, recipe: dict[str, Any], parser: HfArgumentParser) -> None:
+    """Convert each text value of a recipe as its flag would be, naming the file and key when it fails.
+
+    argparse converts the parser's defaults only when it parses, and reports a failure as a usage dump
+    with an error that names the flag but not the recipe (``learning_rate: 1e-3x``)."""
+    actions = {action.dest: action for action in parser._actions}
+    for key, value in recipe.items():
+        convert = actions[key].type
+        if not isinstance(value, str) or not callable(convert) or convert is str:
+            continue
+        try:
+            convert(value)
+        except (TypeError, ValueError, argparse.ArgumentTypeError):
+            kind = {"string_to_bool": "true/false"}.get(
+                getattr(convert, "__name__", ""), getattr(convert, "__name__", "")
+            )
+            raise ValueError(f"{recipe_path}: {key}: {value!r} is not a valid {kind or 'value'}.") from None
+
+
 def parse_recipe_args(
     argv: Sequence[str] | None = None,
 ) -> tuple[ModelArguments, DataArguments, TranslationTrainingArguments]:
@@ -368,6 +388,7 @@ def parse_recipe_args(
         unknown = sorted(set(recipe) - known)
         if unknown:
             raise ValueError(f"{recipe_path}: unknown argument(s) {', '.join(unknown)}.")
+        _check_recipe_values(recipe_path, recipe, parser)
         parser.set_defaults(**recipe)
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
     check_lengths(model_args, data_args, training_args)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
@@ -37,6 +36,7 @@ from transformers.utils import logging
 
 from ..configuration import GraphBartConfig, GraphMarianConfig
 from ..data import HUB_CORPORA, load_parallel_corpus
+from ..errors import UserError, report_user_error
 from ..inference import reference_lists
 from ..model_card import HUB_ID_PLACEHOLDER, write_model_card
 from ..model_files import check_model_source, weights_problem
@@ -406,6 +406,10 @@ def find_resume_checkpoint(training_args: TranslationTrainingArguments) -> str |
     return checkpoint
 
 
+class ResumeOptionsError(UserError, ValueError):
+    """The output folder's checkpoints were trained with other model options than the recipe asks for."""
+
+
 #: option fields that change nothing in the trained parameters' meaning (how the link is computed)
 _RUNTIME_OPTIONS = ("attention_link_kernel",)
 
@@ -432,7 +436,7 @@ def check_resume_options(checkpoint: str, model_args: ModelArguments) -> None:
     if model_args.model_name_or_path is None and family != model_args.model_family:
         differing.insert(0, f"model_family (checkpoint {family!r}, recipe {model_args.model_family!r})")
     if differing:
-        raise ValueError(
+        raise ResumeOptionsError(
             f"{checkpoint} was trained with other model options than the recipe's: {'; '.join(differing)}. "
             "Resume with the checkpoint's options, or start over with --overwrite_output_dir true "
             "(deletes the checkpoints) or another output_dir."
@@ -795,14 +799,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Parse ``[recipe.yaml] [--flag value ...]``, run the recipe and print the summary.
 
     A recipe that cannot be read or holds a bad value ends with one ``error:`` line (exit status 2),
-    before any data work; the message names the field or the file and line.
+    before any data work; the message names the field or the file and line. So does any `UserError`
+    of the run itself (a missing or malformed corpus, a resume with other model options).
     """
     try:
         model_args, data_args, training_args = parse_recipe_args(argv)
     except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
-    results = run_translation(model_args, data_args, training_args)
+        raise SystemExit(report_user_error(error)) from None
+    try:
+        results = run_translation(model_args, data_args, training_args)
+    except UserError as error:  # the message names the file, line or field: no traceback
+        raise SystemExit(report_user_error(error)) from None
     if training_args.process_index == 0:
         print(format_summary(results, training_args.output_dir), flush=True)
     return results
