@@ -62,7 +62,13 @@ def translate_texts(
     if num_beams is not None:
         generate_kwargs["num_beams"] = num_beams
     if max_new_tokens is not None:
-        generate_kwargs["max_new_tokens"] = max_new_tokens
+        # As a max_length: a saved model's generation config carries max_length, and max_new_tokens beside
+        # it makes Transformers warn once per batch. Decoding starts from one decoder token, so the two
+        # are the same limit for these encoder-decoders.
+        if model.config.is_encoder_decoder:
+            generate_kwargs["max_length"] = max_new_tokens + 1
+        else:
+            generate_kwargs["max_new_tokens"] = max_new_tokens
     outputs = [""] * len(texts)
     wanted = [i for i, text in enumerate(texts) if text.strip()]
     with tqdm(total=len(wanted), unit="sentence", desc="Translating", disable=not progress, file=sys.stderr) as bar:

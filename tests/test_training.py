@@ -367,3 +367,21 @@ def test_a_recipe_that_names_no_beam_size_trains_and_decodes_greedily(tmp_path):
     assert results["train"]["global_step"] == 2 and "bleu" in results["test"]
     saved = json.loads((tmp_path / "out" / "generation_config.json").read_text(encoding="utf-8"))
     assert saved.get("num_beams", 1) == 1
+
+
+def test_a_rerun_before_any_checkpoint_reuses_the_saved_tokenizer_and_says_what_it_does(tmp_path, capsys):
+    """Off a terminal the slow first steps announce themselves; a rerun into the same folder with no
+    checkpoint yet (a run stopped while loading) does not train the tokenizer again, unless the data differ."""
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    recipe = tiny_recipe(corpus, tmp_path / "out", max_steps=1, do_eval=False, do_predict=False, save_strategy="no")
+    recipe.pop("eval_strategy")
+    path = write_recipe(tmp_path / "recipe.yaml", recipe)
+    run_translation(*parse_recipe_args([str(path)]))
+    err = capsys.readouterr().err
+    assert "[hf-graphtf] loading the corpus" in err and "training a 300-piece unigram tokenizer on 64 train" in err
+    saved = (tmp_path / "out" / "tokenizer.json").read_bytes()
+    run_translation(*parse_recipe_args([str(path)]))
+    assert "using the tokenizer saved in" in capsys.readouterr().err
+    assert (tmp_path / "out" / "tokenizer.json").read_bytes() == saved
+    run_translation(*parse_recipe_args([str(path), "--vocab_size", "200"]))
+    assert "training a 200-piece" in capsys.readouterr().err

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
@@ -261,6 +262,10 @@ def check_launch_engine(trainer: Seq2SeqTrainer) -> None:
             )
 
 
+#: what a tokenizer saved in output_dir was trained on, so that a rerun reuses it only for the same data
+TOKENIZER_RECORD = "_tokenizer_training.json"
+
+
 def build_tokenizer(
     model_args: ModelArguments,
     data_args: DataArguments,
@@ -268,10 +273,14 @@ def build_tokenizer(
     train_split: Dataset | None,
     checkpoint: str | None,
 ) -> PreTrainedTokenizerBase:
-    """The given tokenizer, the one saved with the checkpoint being resumed, or a new joint one.
+    """The given tokenizer, the one saved with the checkpoint being resumed, or a joint one trained on
+    the training split.
 
-    A new tokenizer is trained once, by the main process, and saved in ``output_dir``; the other
-    processes of a distributed run wait and load that copy, so every process has the same vocabulary.
+    A new tokenizer is trained once, by the main process, and saved in ``output_dir`` with a record of
+    what it was trained on; a rerun into that folder before any checkpoint exists (a run stopped while
+    loading or in its first steps) reuses it when the record matches, instead of training it again. The
+    other processes of a distributed run wait and load that copy, so every process has the same
+    vocabulary.
     """
     source = model_args.tokenizer_name_or_path or checkpoint or model_args.model_name_or_path
     if source is not None:
@@ -279,20 +288,55 @@ def build_tokenizer(
         return AutoTokenizer.from_pretrained(source)
     if train_split is None:
         raise ValueError("no tokenizer to use: set tokenizer_name_or_path or model_name_or_path, or train (do_train).")
+    record = {
+        "corpus": data_args.corpus,
+        "split": data_args.train_split,
+        "pairs": len(train_split),
+        "languages": [data_args.src_lang, data_args.tgt_lang],
+        "vocab_size": data_args.vocab_size,
+        "model": data_args.tokenizer_model,
+    }
+    record_path = os.path.join(training_args.output_dir, TOKENIZER_RECORD)
     with training_args.main_process_first(local=False, desc="training the tokenizer"):
         if training_args.process_index == 0:
-            tokenizer = train_joint_tokenizer(
-                train_split,
-                src_lang=data_args.src_lang,
-                tgt_lang=data_args.tgt_lang,
-                vocab_size=data_args.vocab_size,
-                model=data_args.tokenizer_model,
-                show_progress=not training_args.disable_tqdm,
-            )
-            tokenizer.save_pretrained(training_args.output_dir)
+            if not training_args.overwrite_output_dir and _saved_record(record_path) == record:
+                announce(training_args, f"using the tokenizer saved in {training_args.output_dir} (same data)")
+                tokenizer = AutoTokenizer.from_pretrained(training_args.output_dir)
+            else:
+                announce(
+                    training_args,
+                    f"training a {data_args.vocab_size}-piece {data_args.tokenizer_model} tokenizer on "
+                    f"{len(train_split):,} {data_args.train_split} pairs",
+                )
+                tokenizer = train_joint_tokenizer(
+                    train_split,
+                    src_lang=data_args.src_lang,
+                    tgt_lang=data_args.tgt_lang,
+                    vocab_size=data_args.vocab_size,
+                    model=data_args.tokenizer_model,
+                    show_progress=not training_args.disable_tqdm,
+                )
+                tokenizer.save_pretrained(training_args.output_dir)
+                with open(record_path, "w", encoding="utf-8") as handle:
+                    json.dump(record, handle)
         else:
             tokenizer = AutoTokenizer.from_pretrained(training_args.output_dir)
     return tokenizer
+
+
+def _saved_record(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def announce(training_args: TranslationTrainingArguments, message: str) -> None:
+    """One line on the main process about a slow step before training starts (loading the corpus,
+    training the tokenizer, tokenizing): off a terminal nothing else would show for a minute."""
+    if training_args.process_index == 0:
+        print(f"[hf-graphtf] {message}", file=sys.stderr, flush=True)
 
 
 def build_model(
@@ -687,6 +731,7 @@ def run_translation(
                 f"Training in {training_args.output_dir} had already finished ({finished}): evaluating its "
                 "model again. To train anew, pass --overwrite_output_dir true or choose another output_dir."
             )
+    announce(training_args, f"loading the corpus {data_args.corpus}")
     splits = load_splits(data_args, training_args)
     tokenizer = build_tokenizer(model_args, data_args, training_args, splits.get("train"), checkpoint)
     if finished is None:
@@ -695,6 +740,7 @@ def run_translation(
         model = AutoModelForSeq2SeqLM.from_pretrained(
             finished_model_dir(training_args.output_dir, checkpoint), attn_implementation=model_args.attn_implementation
         )
+    announce(training_args, "tokenizing " + ", ".join(f"{len(split):,} {role}" for role, split in splits.items()))
     tokenized = tokenize_splits(splits, tokenizer, data_args, training_args)
 
     all_callbacks = list(callbacks)
