@@ -52,6 +52,7 @@ def build_card_data(results: dict[str, Any], model_id: str) -> ModelCardData:
         tags.append("attention-link")
     if options.get("graph_attention"):
         tags.append("graph-transformer")
+    # `datasets:` links Hub datasets: only a corpus loaded from the Hub is named there
     dataset_id = data.get("hub_dataset") or _slug(os.path.basename(os.path.normpath(data["corpus"])))
     eval_results = []
     for key, suffix in (("test", ""), ("test_multi_reference", " (all references)")):
@@ -78,11 +79,78 @@ def build_card_data(results: dict[str, Any], model_id: str) -> ModelCardData:
         library_name="transformers",
         pipeline_tag="translation",
         tags=tags,
-        datasets=[dataset_id],
+        datasets=[data["hub_dataset"]] if data.get("hub_dataset") else None,
         metrics=["bleu", "chrf"],
         model_name=model_id.split("/")[-1],
         eval_results=eval_results or None,
     )
+
+
+ATTENTION_LINK_BIBTEX = """@article{min2023attentionlink,
+  title   = {Attention Link: An Efficient Attention-Based Low Resource Machine Translation Architecture},
+  author  = {Min, Zeping},
+  journal = {arXiv preprint arXiv:2302.00340},
+  year    = {2023}
+}"""
+GRAPH_BIBTEX = """@article{duan2020graph,
+  title   = {Graph-to-Sequence Neural Machine Translation},
+  author  = {Duan, Sufeng and Zhao, Hai and Wang, Rui},
+  journal = {arXiv preprint arXiv:2009.07489},
+  year    = {2020}
+}
+
+@article{duan2021multiordergraph,
+  title   = {To Understand Representation of Layer-aware Sequence Encoders as Multi-order-graph},
+  author  = {Duan, Sufeng and Zhao, Hai},
+  journal = {arXiv preprint arXiv:2101.06397},
+  note    = {ICLR 2021 submission},
+  year    = {2021}
+}"""
+
+
+def citations(options: dict[str, Any]) -> str:
+    """BibTeX of the papers whose method the model uses (none for a vanilla model)."""
+    entries = []
+    if options.get("attention_link", "none") != "none":
+        entries.append(ATTENTION_LINK_BIBTEX)
+    if options.get("graph_attention"):
+        entries.append(GRAPH_BIBTEX)
+    return "\n\n".join(entries)
+
+
+def limitations(results: dict[str, Any]) -> list[str]:
+    """What a user must know about this particular run: how it stopped, whether it was still learning,
+    and the recipe's own notes (``card_limitations``)."""
+    train, notes = results.get("train") or {}, []
+    history = [entry for entry in train.get("validation_bleu") or []]
+    still_rising = bool(history) and history[-1][1] >= max(bleu for _, bleu in history)
+    reason = train.get("stop_reason")
+    if reason in ("time budget", "step cap", "epoch cap") or train.get("stopped_by_time_budget"):
+        budget = (
+            "time budget (`max_train_minutes`)"
+            if reason == "time budget" or train.get("stopped_by_time_budget")
+            else reason
+        )
+        notes.append(
+            f"Training ended at its {budget} after {train.get('global_step')} steps"
+            + (
+                ", with validation BLEU still rising at the last evaluation: the model is undertrained."
+                if still_rising
+                else "."
+            )
+        )
+        if reason == "time budget" or train.get("stopped_by_time_budget"):
+            notes.append(
+                "A budget in minutes trains as many steps as the machine manages: the same recipe on another "
+                "machine stops at another step, with another score."
+            )
+    elif reason == "validation plateau":
+        notes.append(
+            f"Training stopped when validation BLEU stopped improving; the best checkpoint (step "
+            f"{train.get('best_step')}) is the one saved."
+        )
+    notes += list((results.get("data") or {}).get("card_limitations") or [])
+    return notes
 
 
 def _shown_training_args(training: dict[str, Any]) -> dict[str, Any]:
@@ -118,6 +186,8 @@ def render_model_card(results: dict[str, Any], *, model_id: str) -> str:
         samples=samples,
         example_python=repr(example),
         example_shell=shlex.quote(example),
+        limitations=limitations(results),
+        citations=citations(model["options"]),
     )
     return str(card)
 

@@ -55,7 +55,7 @@ BIBLE_MODEL = {
 }
 BIBLE_DATA = {
     "corpus": "data/bible-es-en",
-    "corpus_name": "Bible es-en (Reina-Valera 1909 / WEB, KJV)",
+    "corpus_name": "Bible es-en (Reina-Valera 1909 to the World English Bible)",
     "src_lang": "es",
     "tgt_lang": "en",
     "validation_split": "valid",

@@ -55,8 +55,10 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then
     . .venv/bin/activate
 fi
 echo "using $(command -v python)"
-python -m pip install --quiet torch==2.13.0
-python -m pip install --quiet -c constraints.txt -e .
+# (pip's warnings about package-index locations this machine lacks say nothing about the job: left out)
+quiet_pip() { python -m pip install --quiet "$@" 2>&1 | { grep -v "^WARNING: Location '.*' is ignored" || true; }; }
+quiet_pip torch==2.13.0
+quiet_pip -c constraints.txt -e .
 
 step "Corpus: $CORPUS_DIR"
 hf-graphtf build-corpus --output-dir "$CORPUS_DIR" >/dev/null

@@ -59,6 +59,10 @@ def test_a_run_stops_on_a_plateau_and_translates_with_its_best_checkpoint(tmp_pa
     assert train["stop_reason"] == "validation plateau" == STOP_REASONS[0]
     assert (train["best_step"], train["global_step"]) == (1, 4)
     assert train["train_minutes"] > 0 and train["precision"] == "fp32"
+    assert [step for step, _ in train["validation_bleu"]] == [1, 2, 3, 4]
+    software = results["software"]  # what a rerun must match, as the grid rows record it
+    assert software["packages"]["torch"] == torch.__version__ and software["packages"]["transformers"]
+    assert software["commit"] is None or len(software["commit"]) == 40
     # the saved model (which translated the test split) is the best checkpoint's, not the last step's
     best = load_file(tmp_path / "plateau" / "checkpoint-1" / "model.safetensors")
     final = load_file(tmp_path / "plateau" / "model.safetensors")

@@ -146,6 +146,10 @@ class DataArguments:
         metadata={"help": "Upper bounds (source words) of the BLEU-by-length buckets; the last is open."},
     )
     num_sample_translations: int = field(default=5, metadata={"help": "Test translations printed and carded."})
+    card_limitations: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Lines added to the model card's Limitations: what a user of this model must know."},
+    )
     preprocessing_num_workers: int | None = None
     pad_to_multiple_of: int | None = field(
         default=None, metadata={"help": "Pad batches to a multiple of this length (8 suits GPU tensor cores)."}

@@ -615,6 +615,52 @@ def hub_dataset_id(corpus: str) -> str | None:
     return HUB_CORPORA[corpus][0] if corpus in HUB_CORPORA else corpus
 
 
+def built_corpus_record(corpus: str) -> dict[str, Any]:
+    """For a corpus folder written by ``hf-graphtf build-corpus`` (its ``meta.json``): the command that
+    rebuilds it, and its further test references, for the model card. Empty for any other corpus."""
+    try:
+        with open(os.path.join(corpus, "meta.json"), encoding="utf-8") as handle:
+            meta = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    if meta.get("name") != "bible-es-en" or "format_version" not in meta:
+        return {}
+    extra = [name.upper() for name in meta.get("sources") or {} if name not in ("es", "web")]
+    return {
+        "rebuild": f"hf-graphtf build-corpus --output-dir {corpus}",
+        "extra_references": ", ".join(f"the {name}" for name in extra) or None,
+    }
+
+
+def software_record() -> dict[str, Any]:
+    """The package's commit (when run from a git checkout) and the versions of the libraries that compute."""
+    import subprocess
+    from importlib.metadata import PackageNotFoundError, version
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "hf_graphtf"],
+            capture_output=True, text=True, check=True, timeout=10,
+        ).stdout.splitlines()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        commit, changed = None, []
+    packages = {}
+    for name in ("hf_graphtf", "torch", "transformers", "tokenizers", "accelerate", "datasets", "sacrebleu"):
+        try:
+            packages[name] = version(name)
+        except PackageNotFoundError:
+            packages[name] = None
+    return {
+        "commit": commit or None,
+        "code_changed_from_commit": sorted(line[3:] for line in changed),
+        "packages": packages,
+    }
+
+
 def run_record(
     model: PreTrainedModel,
     model_args: ModelArguments,
@@ -645,7 +691,10 @@ def run_record(
                 "validation": data_args.validation_split,
                 "test": data_args.test_split,
             },
+            **built_corpus_record(data_args.corpus),
+            "card_limitations": list(data_args.card_limitations),
         },
+        "software": software_record(),
         "training": {name: _plain(getattr(training_args, name)) for name in RECORDED_TRAINING_ARGS},
     }
 
@@ -788,6 +837,9 @@ def run_translation(
             if trainer.state.best_model_checkpoint is None
             else checkpoint_step(trainer.state.best_model_checkpoint),
             "precision": training_args.precision,
+            "validation_bleu": [
+                [entry["step"], entry["eval_bleu"]] for entry in trainer.state.log_history if "eval_bleu" in entry
+            ],
         }
         if trainer.token_sampler is not None:
             results["train"]["batches_per_epoch"] = len(trainer.token_sampler.batches)
