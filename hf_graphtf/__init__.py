@@ -9,19 +9,17 @@ checkpoints carry it for `pipeline("translation", model=..., trust_remote_code=T
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .configuration import GraphBartConfig, GraphMarianConfig
+from .families import FAMILIES
 from .modeling_bart import GraphBartForConditionalGeneration, GraphBartModel
 from .modeling_marian import GraphMarianModel, GraphMarianMTModel
 from .translation_pipeline import TranslationPipeline
 
 __version__ = "0.1.0"
 
-for _config, _base, _seq2seq in (
-    (GraphMarianConfig, GraphMarianModel, GraphMarianMTModel),
-    (GraphBartConfig, GraphBartModel, GraphBartForConditionalGeneration),
-):
-    AutoConfig.register(_config.model_type, _config, exist_ok=True)
-    AutoModel.register(_config, _base, exist_ok=True)
-    AutoModelForSeq2SeqLM.register(_config, _seq2seq, exist_ok=True)
+for _family in FAMILIES.values():
+    AutoConfig.register(_family.model_type, _family.config_class, exist_ok=True)
+    AutoModel.register(_family.config_class, _family.base_model_class, exist_ok=True)
+    AutoModelForSeq2SeqLM.register(_family.config_class, _family.seq2seq_class, exist_ok=True)
 
 __all__ = [
     "GraphBartConfig",

@@ -1,5 +1,8 @@
 """BART with graph-group encoder attention and attention link: wiring only.
 
+The classes marked "Copied from" are the Marian file's with the family's name changed; a test keeps the
+two in step (each subclasses its own family's Transformers classes, so the two cannot share them).
+
 The classes subclass Transformers' BART classes; the computation lives in `attention_link.py`
 and `graph_attention.py`. This file and its relative imports are what ``save_pretrained`` copies
 next to the weights, so ``trust_remote_code=True`` loads a checkpoint without this package.
@@ -39,18 +42,22 @@ from .modeling_common import (
 )
 
 
+# Copied from hf_graphtf.modeling_marian.LinkedMarianAttention with Marian->Bart
 class LinkedBartAttention(LinkedAttentionMixin, BartAttention):
-    """BART attention that adds the previous layer's scores (same parameters)."""
+    """`BartAttention` that adds the previous layer's scores (same parameters)."""
 
 
+# Copied from hf_graphtf.modeling_marian.LinkedMarianEncoderLayer with Marian->Bart
 class LinkedBartEncoderLayer(LinkedEncoderLayerMixin, BartEncoderLayer):
     linked_attention_class = LinkedBartAttention
 
 
+# Copied from hf_graphtf.modeling_marian.LinkedMarianDecoderLayer with Marian->Bart
 class LinkedBartDecoderLayer(LinkedDecoderLayerMixin, BartDecoderLayer):
     linked_attention_class = LinkedBartAttention
 
 
+# Copied from hf_graphtf.modeling_marian.GraphMarianEncoderLayer with Marian->Bart
 class GraphBartEncoderLayer(GraphEncoderLayerMixin, BartEncoderLayer):
     group_attention_class = BartAttention
 
@@ -58,6 +65,7 @@ class GraphBartEncoderLayer(GraphEncoderLayerMixin, BartEncoderLayer):
 _REMOTE_CODE_CLASSES = ("GraphBartConfig", "GraphBartModel", "GraphBartForConditionalGeneration")
 
 
+# Copied from hf_graphtf.modeling_marian.GraphMarianPreTrainedModel with Marian->Bart
 class GraphBartPreTrainedModel(GraphPreTrainedMixin, BartPreTrainedModel):
     config: GraphBartConfig
     config_class = GraphBartConfig

@@ -39,7 +39,7 @@ from .modeling_common import (
 
 
 class LinkedMarianAttention(LinkedAttentionMixin, MarianAttention):
-    """Marian attention that adds the previous layer's scores (same parameters)."""
+    """`MarianAttention` that adds the previous layer's scores (same parameters)."""
 
 
 class LinkedMarianEncoderLayer(LinkedEncoderLayerMixin, MarianEncoderLayer):

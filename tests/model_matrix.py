@@ -1,6 +1,13 @@
-"""The (family x options) matrix that the model test battery runs over, and tiny inputs."""
+"""The (family x options) matrix that the model test battery runs over, and tiny inputs.
+
+The battery runs on the CPU in float64. ``HF_GRAPHTF_TEST_DEVICE=cuda`` runs the same tests on a GPU
+(recipes/gpu/run_all.sh does, for the SPEC re-computation and the generation tests), and
+``HF_GRAPHTF_TEST_DTYPE=float32`` in float32, where `TOLERANCE` widens to what float32 can hold.
+"""
 
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -12,6 +19,10 @@ from hf_graphtf import (
 )
 
 PAD, EOS, VOCAB = 0, 1, 40
+DEVICE = os.environ.get("HF_GRAPHTF_TEST_DEVICE", "cpu")
+DTYPE = getattr(torch, os.environ.get("HF_GRAPHTF_TEST_DTYPE", "float64"))
+#: equality to a plain re-computation: to float64 rounding, or what float32 keeps of it
+TOLERANCE = {"rtol": 1e-10, "atol": 1e-10} if DTYPE == torch.float64 else {"rtol": 2e-4, "atol": 2e-5}
 
 #: family name -> (config class, seq2seq class, vanilla config class name, vanilla model class name)
 FAMILIES = {
@@ -75,11 +86,11 @@ def tiny_config(family: str, options: dict | None = None, **overrides):
     return config_class(**kwargs)
 
 
-def tiny_model(family: str, options: dict | None = None, seed: int = 0, dtype=torch.float64, **overrides):
-    """A tiny randomly initialised seq2seq model in eval mode (float64 unless asked otherwise)."""
+def tiny_model(family: str, options: dict | None = None, seed: int = 0, dtype=None, **overrides):
+    """A tiny randomly initialised seq2seq model in eval mode on `DEVICE` (`DTYPE` unless asked otherwise)."""
     _, model_class = FAMILIES[family]
     torch.manual_seed(seed)
-    model = model_class(tiny_config(family, options, **overrides)).to(dtype).eval()
+    model = model_class(tiny_config(family, options, **overrides)).to(DEVICE, dtype or DTYPE).eval()
     _randomize_biases(model)
     return model
 
@@ -90,14 +101,14 @@ def _randomize_biases(model: torch.nn.Module) -> None:
     with torch.no_grad():
         for name, param in model.named_parameters():
             if name.endswith("bias") or "layer_norm" in name or "layernorm" in name:
-                param.add_(0.1 * torch.randn(param.shape, generator=generator, dtype=param.dtype))
+                param.add_(0.1 * torch.randn(param.shape, generator=generator, dtype=param.dtype).to(param.device))
 
 
 def source_batch() -> tuple[torch.Tensor, torch.Tensor]:
     """Two sources of different lengths, the second right-padded."""
-    input_ids = torch.tensor([[5, 6, 7, 8, 9, 10, EOS], [11, 12, 13, EOS, PAD, PAD, PAD]])
+    input_ids = torch.tensor([[5, 6, 7, 8, 9, 10, EOS], [11, 12, 13, EOS, PAD, PAD, PAD]], device=DEVICE)
     return input_ids, (input_ids != PAD).long()
 
 
 def target_batch() -> torch.Tensor:
-    return torch.tensor([[PAD, 14, 15, 16, 17], [PAD, 18, 19, 20, 21]])
+    return torch.tensor([[PAD, 14, 15, 16, 17], [PAD, 18, 19, 20, 21]], device=DEVICE)

@@ -55,12 +55,12 @@ def _norm(ln, x):
 
 def padding_mask(attention_mask, q_len, dtype):
     keep = attention_mask[:, None, None, :].to(torch.bool).expand(-1, 1, q_len, -1)
-    return torch.zeros(keep.shape, dtype=dtype).masked_fill(~keep, NEG)
+    return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(~keep, NEG)
 
 
-def causal_mask(batch, length, dtype):
-    keep = torch.ones(length, length, dtype=torch.bool).tril()
-    return torch.zeros(batch, 1, length, length, dtype=dtype).masked_fill(~keep, NEG)
+def causal_mask(batch, length, dtype, device=None):
+    keep = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+    return torch.zeros(batch, 1, length, length, dtype=dtype, device=device).masked_fill(~keep, NEG)
 
 
 def fuse(layer, config, a_h, a_m1, a_m2, a_l):
@@ -115,7 +115,7 @@ def decoder_logits(model, y, encoder_out, attention_mask):
     """LM logits for decoder input embeddings y (teacher forcing, no cache)."""
     config = model.config
     dec = model.get_decoder()
-    self_mask = causal_mask(y.shape[0], y.shape[1], y.dtype)
+    self_mask = causal_mask(y.shape[0], y.shape[1], y.dtype, y.device)
     cross_mask = padding_mask(attention_mask, y.shape[1], y.dtype)
     link_on = config.attention_link in ("decoder", "both")
     mode = config.attention_link_mode

@@ -27,7 +27,7 @@ from safetensors.torch import load_file
 from hf_graphtf.tokenization import train_joint_tokenizer
 from hf_graphtf.training import parse_recipe_args, run_translation
 from hf_graphtf.training.precision import cpu_has_bf16, resolve_precision
-from hf_graphtf.training.trainer import STOP_REASONS
+from hf_graphtf.training.resume import STOP_REASONS
 
 EXPERIMENTS = REPO_ROOT / "recipes" / "experiments"
 

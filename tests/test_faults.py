@@ -609,7 +609,7 @@ def _newest_step(output: Path) -> int:
 )
 def test_a_finished_run_is_recognised(tmp_path, state, args, reason):
     from hf_graphtf.training.arguments import TranslationTrainingArguments
-    from hf_graphtf.training.trainer import finished_training
+    from hf_graphtf.training.resume import finished_training
 
     (tmp_path / "trainer_state.json").write_text(json.dumps(state), encoding="utf-8")
     training_args = TranslationTrainingArguments(

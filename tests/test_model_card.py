@@ -185,7 +185,7 @@ def test_template_is_declared_as_package_data():
 
 
 def test_hub_corpora_are_named_by_their_hub_id(tmp_path):
-    from hf_graphtf.training.trainer import hub_dataset_id
+    from hf_graphtf.training.records import hub_dataset_id
 
     assert hub_dataset_id("wmt14-en-de") == "wmt/wmt14"
     assert hub_dataset_id("someone/parallel-data") == "someone/parallel-data"

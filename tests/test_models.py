@@ -10,6 +10,7 @@ from model_matrix import (
     FAMILIES,
     OPTION_MATRIX,
     PAD,
+    TOLERANCE,
     source_batch,
     target_batch,
     tiny_config,
@@ -92,12 +93,12 @@ def test_matches_spec_recomputation(family, options, attn_implementation, kernel
         logits, _, _ = ref.decoder_logits(model, y, enc_out, attention_mask)
 
     keep = attention_mask.bool()
-    torch.testing.assert_close(out.encoder_last_hidden_state[keep], enc_out[keep], rtol=1e-10, atol=1e-10)
-    torch.testing.assert_close(out.logits, logits, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(out.encoder_last_hidden_state[keep], enc_out[keep], **TOLERANCE)
+    torch.testing.assert_close(out.logits, logits, **TOLERANCE)
     expected_gates = [g for g in gates if g is not None]
     assert len(out.encoder_graph_gates) == len(expected_gates)
     for got, want in zip(out.encoder_graph_gates, expected_gates):
-        torch.testing.assert_close(got[keep], want[keep], rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(got[keep], want[keep], **TOLERANCE)
 
 
 @pytest.mark.parametrize("options", ["al-both", "al-both-cum", "graph-gate+al-dec-cum"])
@@ -119,13 +120,13 @@ def test_output_attentions_are_the_linked_probabilities(family, options):
         enc_out, enc_probs, _ = ref.encoder(model, x, attention_mask)
         _, self_probs, cross_probs = ref.decoder_logits(model, y, enc_out, attention_mask)
     for got, want in zip(out.decoder_attentions, self_probs, strict=True):
-        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(got, want, **TOLERANCE)
     for got, want in zip(out.cross_attentions, cross_probs, strict=True):
-        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(got, want, **TOLERANCE)
     keep = attention_mask.bool()
     for got, want in zip(out.encoder_attentions, enc_probs, strict=True):
         # rows of padded query positions are never used; compare the real ones
-        torch.testing.assert_close(got.transpose(1, 2)[keep], want.transpose(1, 2)[keep], rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(got.transpose(1, 2)[keep], want.transpose(1, 2)[keep], **TOLERANCE)
 
 
 @options_params

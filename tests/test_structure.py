@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS, GRAPH_OPTIONS, GraphBartConfig, GraphMarianConfig
+from hf_graphtf.families import FAMILIES, FAMILY_OF_MODEL_TYPE
 from hf_graphtf.training.arguments import ModelArguments
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hf_graphtf"
@@ -59,4 +61,73 @@ def test_library_code_imports_neither_the_cli_nor_the_training_script():
         imported = _imports(path)
         assert "hf_graphtf.cli" not in imported, f"{path.name} imports the CLI"
         if "training" not in path.parts:
-            assert not any(name.startswith("hf_graphtf.training.trainer") for name in imported), path.name
+            entry_points = ("hf_graphtf.training.recipe", "hf_graphtf.training.trainer")
+            assert not any(name.startswith(entry_points) for name in imported), path.name
+
+
+COPIED_FROM = re.compile(r"^# Copied from hf_graphtf\.(\w+)\.(\w+)(?: with (\w+)->(\w+))?$")
+
+
+def _classes(path: Path) -> dict[str, str]:
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    return {
+        node.name: "\n".join(lines[node.lineno - 1 : node.end_lineno])
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ClassDef)
+    }
+
+
+def copied_from_mismatches(path: Path, package: Path = PACKAGE) -> list[str]:
+    """Classes under a ``# Copied from hf_graphtf.<module>.<Class> with A->B`` line that are no longer the
+    named class with A replaced by B (Transformers' convention for twin code in flat model files)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    here = _classes(path)
+    problems = []
+    for number, line in enumerate(lines):
+        match = COPIED_FROM.match(line)
+        if not match:
+            continue
+        module, name, old, new = match.groups()
+        twin = _classes(package / f"{module}.py").get(name)
+        declared = re.match(r"class (\w+)", lines[number + 1])
+        if twin is None or declared is None:
+            problems.append(f"{path.name}:{number + 1}: {line} names nothing")
+            continue
+        expected = twin.replace(old, new) if old else twin
+        if here.get(declared.group(1)) != expected:
+            problems.append(f"{path.name}: {declared.group(1)} differs from {module}.{name}")
+    return problems
+
+
+def test_the_twin_modeling_files_stay_in_step():
+    text = (PACKAGE / "modeling_bart.py").read_text(encoding="utf-8")
+    assert text.count("# Copied from hf_graphtf.modeling_marian.") >= 5
+    assert copied_from_mismatches(PACKAGE / "modeling_bart.py") == []
+
+
+def test_the_twin_check_catches_a_change_in_one_twin(tmp_path):
+    for name in ("modeling_marian.py", "modeling_bart.py"):
+        (tmp_path / name).write_text((PACKAGE / name).read_text(encoding="utf-8"), encoding="utf-8")
+    marian = tmp_path / "modeling_marian.py"
+    marian.write_text(
+        marian.read_text(encoding="utf-8").replace("linked_attention_class = LinkedMarianAttention", "pass", 1),
+        encoding="utf-8",
+    )
+    assert copied_from_mismatches(tmp_path / "modeling_bart.py", package=tmp_path) == [
+        "modeling_bart.py: LinkedBartEncoderLayer differs from modeling_marian.LinkedMarianEncoderLayer"
+    ]
+
+
+def test_every_family_is_registered_once_and_read_everywhere():
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    import hf_graphtf  # noqa: F401  (registers the Auto classes from FAMILIES)
+    from hf_graphtf.training.arguments import MODEL_FAMILIES
+
+    assert MODEL_FAMILIES == tuple(FAMILIES) == ("marian", "bart")
+    for family in FAMILIES.values():
+        assert FAMILY_OF_MODEL_TYPE[family.model_type] is FAMILY_OF_MODEL_TYPE[family.vanilla_model_type] is family
+        config = AutoConfig.for_model(family.model_type)
+        assert type(config) is family.config_class
+        assert AutoModelForSeq2SeqLM._model_mapping[family.config_class] is family.seq2seq_class

@@ -27,6 +27,8 @@ from transformers import EvalPrediction, TrainerCallback
 
 from hf_graphtf.configuration import GraphBartConfig, GraphMarianConfig
 from hf_graphtf.training import parse_recipe_args, run_translation
+from hf_graphtf.training.data import load_splits
+from hf_graphtf.training.hub import HUB_IGNORE_PATTERNS
 from hf_graphtf.training.metrics import (
     IGNORE_INDEX,
     bleu_by_length,
@@ -35,7 +37,6 @@ from hf_graphtf.training.metrics import (
     length_bucket_labels,
 )
 from hf_graphtf.training.schedule import noam_learning_rate, noam_peak_learning_rate
-from hf_graphtf.training.trainer import HUB_IGNORE_PATTERNS, load_splits
 
 RECIPES = sorted((REPO_ROOT / "recipes" / "configs").glob("*.yaml")) + [REPO_ROOT / "recipes" / "quickstart.yaml"]
 

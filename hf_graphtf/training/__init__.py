@@ -2,7 +2,8 @@
 
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments, parse_recipe_args
 from .metrics import build_compute_metrics, corpus_scores, translation_report
-from .trainer import format_summary, main, run_translation
+from .recipe import main, run_translation
+from .records import format_summary
 
 __all__ = [
     "DataArguments",

@@ -26,9 +26,10 @@ from ..configuration import (
     validate_graph_options,
     validate_sizes,
 )
+from ..families import FAMILIES
 from .precision import resolve_precision
 
-MODEL_FAMILIES = ("marian", "bart")
+MODEL_FAMILIES = tuple(FAMILIES)
 RECIPE_SUFFIXES = (".yaml", ".yml")
 
 

@@ -1,4 +1,5 @@
-"""Training logs a person reads in a log file: one plain line per log event, numbers as numbers.
+"""Training logs a person reads in a log file: one plain line per log event, numbers as numbers; and
+one line for each slow step before training starts.
 
 On a terminal the Trainer's progress bars are the right display. Off a terminal (a log file, CI, a
 pipe), progress bars become walls of carriage returns, and the Trainer's fallback prints each log as
@@ -7,9 +8,10 @@ a Python dict with every number turned into a quoted string. This callback repla
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainingArguments
 
 
 def _number(value: Any) -> str:
@@ -36,4 +38,11 @@ class LogLines(TrainerCallback):
             print(format_log_line(logs, state.global_step, state.max_steps, state.epoch), flush=True)
 
 
-__all__ = ["LogLines", "format_log_line"]
+def announce(training_args: TrainingArguments, message: str) -> None:
+    """One line on the main process about a slow step before training starts (loading the corpus,
+    training the tokenizer, tokenizing): off a terminal nothing else would show for a minute."""
+    if training_args.process_index == 0:
+        print(f"[hf-graphtf] {message}", file=sys.stderr, flush=True)
+
+
+__all__ = ["LogLines", "announce", "format_log_line"]

@@ -15,30 +15,23 @@ from typing import Any
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
-from ..configuration import GRAPH_OPTION_DEFAULTS, GraphBartConfig, GraphMarianConfig, validate_graph_options
+from ..configuration import GRAPH_OPTION_DEFAULTS, validate_graph_options
+from ..families import FAMILY_OF_MODEL_TYPE
 from ..model_files import check_model_source
-from ..modeling_bart import GraphBartForConditionalGeneration
-from ..modeling_marian import GraphMarianMTModel
 
 logger = logging.get_logger(__name__)
 
-#: model_type in a checkpoint's config.json -> (family, config class, model class)
-FAMILY_OF_MODEL_TYPE: dict[str, tuple[str, type[PretrainedConfig], type[PreTrainedModel]]] = {
-    "marian": ("marian", GraphMarianConfig, GraphMarianMTModel),
-    "graph_marian": ("marian", GraphMarianConfig, GraphMarianMTModel),
-    "bart": ("bart", GraphBartConfig, GraphBartForConditionalGeneration),
-    "graph_bart": ("bart", GraphBartConfig, GraphBartForConditionalGeneration),
-}
-
 
 def checkpoint_family(model_type: str | None, source: str) -> tuple[str, type[PretrainedConfig], type[PreTrainedModel]]:
-    """The family of a checkpoint's ``model_type``; any other type is refused with the supported ones."""
+    """The family of a checkpoint's ``model_type`` (name, config class, translation model class); any
+    other type is refused with the supported ones."""
     if model_type not in FAMILY_OF_MODEL_TYPE:
         raise ValueError(
             f"{source}: model type {model_type!r} cannot be fine-tuned with the graph/link options; "
             f"supported: {', '.join(sorted(FAMILY_OF_MODEL_TYPE))} (Marian/opus-mt and BART checkpoints)."
         )
-    return FAMILY_OF_MODEL_TYPE[model_type]
+    family = FAMILY_OF_MODEL_TYPE[model_type]
+    return family.name, family.config_class, family.seq2seq_class
 
 
 def resolve_options(
@@ -92,4 +85,4 @@ def load_pretrained_with_options(
     return family, model
 
 
-__all__ = ["FAMILY_OF_MODEL_TYPE", "load_pretrained_with_options", "resolve_options"]
+__all__ = ["checkpoint_family", "load_pretrained_with_options", "resolve_options"]

@@ -1,0 +1,157 @@
+"""The run's data: its splits, its subword tokenizer, and the splits tokenized."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from datasets import Dataset
+from transformers import (
+    AutoTokenizer,
+    PreTrainedTokenizerBase,
+)
+
+from ..data import load_parallel_corpus
+from ..model_files import check_model_source
+from ..tokenization import train_joint_tokenizer
+from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments
+from .log_lines import announce
+
+
+def load_splits(data_args: DataArguments, training_args: TranslationTrainingArguments) -> dict[str, Dataset]:
+    """The raw splits the run needs, keyed ``train``, ``validation`` and ``test``.
+
+    Each split is loaded on its own, so an evaluation-only run does not read the training data;
+    a missing split or a malformed file raises the corpus loader's `ValueError`, naming the file.
+    """
+    wanted = {
+        "train": (training_args.do_train, data_args.train_split, data_args.max_train_samples),
+        "validation": (_evaluates(training_args), data_args.validation_split, data_args.max_eval_samples),
+        "test": (training_args.do_predict, data_args.test_split, data_args.max_test_samples),
+    }
+    splits = {}
+    for role, (needed, name, limit) in wanted.items():
+        if not needed:
+            continue
+        split = load_parallel_corpus(
+            data_args.corpus,
+            src_lang=data_args.src_lang,
+            tgt_lang=data_args.tgt_lang,
+            split=name,
+            config=data_args.corpus_config,
+        )
+        if limit is not None and limit < len(split):
+            spread = role == "validation" and data_args.spread_eval_samples
+            split = split.select([i * len(split) // limit for i in range(limit)] if spread else range(limit))
+        splits[role] = split
+    return splits
+
+
+def _evaluates(training_args: TranslationTrainingArguments) -> bool:
+    return training_args.do_eval or training_args.eval_strategy != "no"
+
+
+#: what a tokenizer saved in output_dir was trained on, so that a rerun reuses it only for the same data
+TOKENIZER_RECORD = "_tokenizer_training.json"
+
+
+def build_tokenizer(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TranslationTrainingArguments,
+    train_split: Dataset | None,
+    checkpoint: str | None,
+) -> PreTrainedTokenizerBase:
+    """The given tokenizer, the one saved with the checkpoint being resumed, or a joint one trained on
+    the training split.
+
+    A new tokenizer is trained once, by the main process, and saved in ``output_dir`` with a record of
+    what it was trained on; a rerun into that folder before any checkpoint exists (a run stopped while
+    loading or in its first steps) reuses it when the record matches, instead of training it again. The
+    other processes of a distributed run wait and load that copy, so every process has the same
+    vocabulary.
+    """
+    source = model_args.tokenizer_name_or_path or checkpoint or model_args.model_name_or_path
+    if source is not None:
+        check_model_source(source, weights=False)
+        return AutoTokenizer.from_pretrained(source)
+    if train_split is None:
+        raise ValueError("no tokenizer to use: set tokenizer_name_or_path or model_name_or_path, or train (do_train).")
+    record = {
+        "corpus": data_args.corpus,
+        "split": data_args.train_split,
+        "pairs": len(train_split),
+        "languages": [data_args.src_lang, data_args.tgt_lang],
+        "vocab_size": data_args.vocab_size,
+        "model": data_args.tokenizer_model,
+    }
+    record_path = os.path.join(training_args.output_dir, TOKENIZER_RECORD)
+    with training_args.main_process_first(local=False, desc="training the tokenizer"):
+        if training_args.process_index == 0:
+            if not training_args.overwrite_output_dir and _saved_record(record_path) == record:
+                announce(training_args, f"using the tokenizer saved in {training_args.output_dir} (same data)")
+                tokenizer = AutoTokenizer.from_pretrained(training_args.output_dir)
+            else:
+                announce(
+                    training_args,
+                    f"training a {data_args.vocab_size}-piece {data_args.tokenizer_model} tokenizer on "
+                    f"{len(train_split):,} {data_args.train_split} pairs",
+                )
+                tokenizer = train_joint_tokenizer(
+                    train_split,
+                    src_lang=data_args.src_lang,
+                    tgt_lang=data_args.tgt_lang,
+                    vocab_size=data_args.vocab_size,
+                    model=data_args.tokenizer_model,
+                    show_progress=not training_args.disable_tqdm,
+                )
+                tokenizer.save_pretrained(training_args.output_dir)
+                with open(record_path, "w", encoding="utf-8") as handle:
+                    json.dump(record, handle)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(training_args.output_dir)
+    return tokenizer
+
+
+def _saved_record(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def tokenize_splits(
+    splits: dict[str, Dataset],
+    tokenizer: PreTrainedTokenizerBase,
+    data_args: DataArguments,
+    training_args: TranslationTrainingArguments,
+) -> dict[str, Dataset]:
+    """Source ids and target labels (each ending in ``</s>``), truncated to the maximum lengths."""
+
+    def preprocess(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        sources = [pair[data_args.src_lang] for pair in batch["translation"]]
+        targets = [pair[data_args.tgt_lang] for pair in batch["translation"]]
+        features = tokenizer(sources, max_length=data_args.max_source_length, truncation=True)
+        labels = tokenizer(text_target=targets, max_length=data_args.max_target_length, truncation=True)
+        features["labels"] = labels["input_ids"]
+        return features
+
+    tokenized = {}
+    with training_args.main_process_first(desc="tokenizing the corpus"):
+        for role, split in splits.items():
+            tokenized[role] = split.map(
+                preprocess,
+                batched=True,
+                remove_columns=split.column_names,
+                num_proc=data_args.preprocessing_num_workers,
+                desc=f"Tokenizing the {role} split",
+            )
+    if "validation" in tokenized:
+        # Validation BLEU compares predictions with labels in whatever order they come; generation
+        # waits for the longest sentence of each batch, so batches of similar lengths are much faster.
+        validation = tokenized["validation"]
+        lengths = [len(ids) for ids in validation["input_ids"]]
+        tokenized["validation"] = validation.select(sorted(range(len(lengths)), key=lengths.__getitem__))
+    return tokenized

@@ -1,0 +1,48 @@
+"""Sharing a finished model on the Hub: the repository id, the card's model id, one upload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..model_card import HUB_ID_PLACEHOLDER
+from .arguments import TranslationTrainingArguments
+
+#: left out of the Hub upload: checkpoints, private files and the pickled training arguments
+HUB_IGNORE_PATTERNS = ["_*", "checkpoint-*", ".checkpoint-staging/*", "runs/*", "training_args.bin"]
+
+
+def hub_repo_id(training_args: TranslationTrainingArguments) -> str:
+    """The Hub repository named like the Trainer names it: ``hub_model_id`` or the output folder's name."""
+    return training_args.hub_model_id or Path(training_args.output_dir).absolute().name
+
+
+def card_model_id(training_args: TranslationTrainingArguments) -> str:
+    """The id the card's usage code shows for a model not pushed: ``hub_model_id`` when it names a user,
+    else a placeholder user and the folder's name."""
+    repo = hub_repo_id(training_args)
+    return repo if "/" in repo else f"{HUB_ID_PLACEHOLDER}/{repo}"
+
+
+def create_hub_repo(training_args: TranslationTrainingArguments) -> str:
+    """Create (or find) the Hub repository before the card is written, which needs its full id."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=training_args.hub_token)
+    return api.create_repo(hub_repo_id(training_args), private=training_args.hub_private_repo, exist_ok=True).repo_id
+
+
+def upload_to_hub(output_dir: str, training_args: TranslationTrainingArguments, repo_id: str) -> None:
+    """Upload the finished model folder (no checkpoints) in one commit.
+
+    `Trainer.push_to_hub` would replace the model card with its generic one, so the upload goes
+    through `huggingface_hub` directly, with the Trainer's own ignore rules.
+    """
+    from huggingface_hub import HfApi
+
+    HfApi(token=training_args.hub_token).upload_folder(
+        repo_id=repo_id,
+        folder_path=output_dir,
+        commit_message="Upload translation model trained with hf_graphtf",
+        ignore_patterns=HUB_IGNORE_PATTERNS,
+        revision=training_args.hub_revision,
+    )

@@ -1,0 +1,97 @@
+"""The link's concat kernel against the eager score sum, in bf16 on a GPU: the same model, the same batch.
+
+    python recipes/gpu/link_kernels_bf16.py                 # on CUDA when there is one, else the CPU
+    python recipes/gpu/link_kernels_bf16.py --device cpu --dtype fp32
+
+``[Q_n | Q_(n-1)] [K_n | K_(n-1)]^T`` equals ``Q_n K_n^T + Q_(n-1) K_(n-1)^T``, so one fused SDPA call on
+the concatenated queries and keys computes the linked scores without materialising them. In exact
+arithmetic both kernels give the same logits; in bf16 they round differently. The tolerance: the
+relative L2 distance between the two kernels' logits must stay below 2% (a bf16 mantissa holds about
+0.4%, and six layers of rounding compound), and greedy decoding must agree on at least 95% of tokens.
+It also lists which SDPA backends accept queries and keys wider than the values, on this torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from common import SHAPES, Variant, build_model, random_batch  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+RELATIVE_L2, TOKEN_AGREEMENT = 0.02, 0.95
+VARIANTS = {
+    "al-prev-both": {"attention_link": "both", "attention_link_mode": "previous"},
+    "al-cum-both": {"attention_link": "both", "attention_link_mode": "cumulative"},
+}
+
+
+def sdpa_backends_accepting_wider_keys(device: str, dtype: torch.dtype) -> dict[str, str]:
+    """Each SDPA backend's answer to queries/keys of head dim 128 against values of 64."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = torch.randn(2, 4, 16, 128, device=device, dtype=dtype)
+    v = torch.randn(2, 4, 16, 64, device=device, dtype=dtype)
+    answers = {}
+    for backend in (
+        SDPBackend.FLASH_ATTENTION,
+        SDPBackend.EFFICIENT_ATTENTION,
+        SDPBackend.CUDNN_ATTENTION,
+        SDPBackend.MATH,
+    ):
+        try:
+            with sdpa_kernel(backend):
+                torch.nn.functional.scaled_dot_product_attention(q, q, v)
+            answers[backend.name] = "accepts"
+        except RuntimeError as error:
+            answers[backend.name] = "refuses: " + str(error).splitlines()[0][:80]
+    return answers
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    parser.add_argument("--size", choices=sorted(SHAPES), default="paper")
+    args = parser.parse_args(argv)
+    dtype = DTYPES[args.dtype]
+    shape = SHAPES[args.size]
+    batch = random_batch(shape, seed=0, device=args.device)
+    name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"
+    print(f"## Link kernels in {args.dtype} on {name} (torch {torch.__version__}, size {args.size})\n")
+    print("| variant | relative L2 of logits (concat vs scores) | greedy tokens agreeing | verdict |")
+    print("|---|---|---|---|")
+    failed = False
+    for variant, options in VARIANTS.items():
+        logits, tokens = {}, {}
+        for kernel in ("scores", "concat"):
+            model = build_model(
+                Variant(variant, "al", options), shape, seed=0, attn_implementation="sdpa", device=args.device,
+                dtype=dtype, link_kernel=kernel,
+            )  # fmt: skip
+            model.eval()
+            with torch.no_grad():
+                logits[kernel] = model(**batch).logits.float()
+                tokens[kernel] = model.generate(
+                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], max_new_tokens=16, num_beams=1
+                )
+        distance = (torch.linalg.vector_norm(logits["concat"] - logits["scores"]) / torch.linalg.vector_norm(
+            logits["scores"])).item()  # fmt: skip
+        width = min(tokens["concat"].shape[1], tokens["scores"].shape[1])
+        agree = (tokens["concat"][:, :width] == tokens["scores"][:, :width]).float().mean().item()
+        passed = distance < RELATIVE_L2 and agree >= TOKEN_AGREEMENT
+        failed |= not passed
+        print(f"| {variant} | {distance:.2e} (< {RELATIVE_L2}) | {agree:.1%} (>= {TOKEN_AGREEMENT:.0%}) | "
+              f"{'PASS' if passed else 'MISS'} |")  # fmt: skip
+    print("\nSDPA backends, queries/keys of head dim 128 against values of 64:\n")
+    for backend, answer in sdpa_backends_accepting_wider_keys(args.device, dtype).items():
+        print(f"- {backend}: {answer}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
