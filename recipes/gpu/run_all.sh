@@ -7,8 +7,9 @@
 #   bash recipes/gpu/run_all.sh --fetch-wheels
 # Rehearsal on the CPU (small shapes, no FSDP, a one-step grid; nothing needs a GPU):
 #   bash recipes/gpu/run_all.sh --dry-run
-# On the GPU machine (the device tool carries .whl and data/bible-es-en; $OUT comes back):
-#   bash recipes/gpu/run_all.sh
+# On the GPU machine (the device tool carries .whl and data/bible-es-en; $OUT comes back), one call
+# per step, since one call may take 10 minutes at most:
+#   bash recipes/gpu/run_all.sh --steps=1    # then --steps=2, --steps=3, --steps=4
 #
 # Steps: 1 correctness on CUDA (SPEC re-computation and cached-vs-uncached generation, float64 and
 # float32; the link's concat kernel against the eager score sum in bf16), 2 speed and memory of every
