@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from .graph_fusions import FUSIONS, get_fusion
 from .inference import length_sorted_batches
 from .training.metrics import length_bucket_labels, source_length_bucket
 
@@ -37,8 +38,11 @@ def graph_gate_profile(
     low-order one) over positions and channels. ``self_gate``: the mean weight of each of the four groups.
     """
     fusion = getattr(model.config, "graph_fusion", None)
-    if not getattr(model.config, "graph_attention", False) or fusion == "sum":
-        raise ValueError("this model has no graph gates (needs graph_attention with gate or self_gate fusion)")
+    gated = [name for name, entry in FUSIONS.items() if entry.gate_groups]
+    if not getattr(model.config, "graph_attention", False) or not get_fusion(fusion).gate_groups:
+        raise ValueError(f"this model has no graph gates (needs graph_attention with fusion {' or '.join(gated)})")
+    groups = list(get_fusion(fusion).gate_groups)
+    per_feature = get_fusion(fusion).gate_per_feature
     labels = length_bucket_labels(edges)
     sums: dict[tuple[int, int], torch.Tensor] = {}
     counts: dict[tuple[int, int], int] = {}
@@ -51,13 +55,12 @@ def graph_gate_profile(
         # one gate per graph layer: encoder.layers[1:] (layer 0 keeps standard self-attention)
         for layer, gate in enumerate(gates, start=1):
             per_sentence = (gate.float() * mask).sum(1) / mask.sum(1)  # (batch, channels)
-            if fusion == "gate":
+            if per_feature:  # one gate value per feature: its mean over the features
                 per_sentence = per_sentence.mean(-1, keepdim=True)
             for row, i in zip(per_sentence.cpu(), batch):
                 key = (layer, source_length_bucket(texts[i], edges))
                 sums[key] = sums.get(key, 0) + row
                 counts[key] = counts.get(key, 0) + 1
-    groups = ["w"] if fusion == "gate" else ["high", "middle_inc", "middle_prev", "low"]
     layers = sorted({layer for layer, _ in sums})
     profile: dict[str, Any] = {"fusion": fusion, "groups": groups, "layer_index": LAYER_INDEX, "layers": {}}
     for layer in layers:

@@ -143,7 +143,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise InputError(f"{len(hypotheses)} hypotheses for {len(sources)} source sentences")
     else:
         hypotheses = _translate_with(args, sources)
-    report = translation_report(sources, hypotheses, references, args.length_buckets)
+    report = translation_report(sources, hypotheses, references, args.length_buckets, args.tgt_lang)
     report["model"] = args.model
     if args.save_translations:
         with open(args.save_translations, "w", encoding="utf-8") as handle:

@@ -5,15 +5,19 @@ raises a plain `ValueError` naming the field, the value and the allowed values, 
 what a user catches and reads; the `@strict` type checks of the parent configs raise a different
 exception type, so the new fields are deliberately kept out of them.
 
-This module travels with saved checkpoints (``trust_remote_code``): it imports only Transformers.
+This module travels with saved checkpoints (``trust_remote_code``): it imports only Transformers and
+the fusion registry (torch).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from transformers import BartConfig, MarianConfig
+
+from .graph_fusions import FUSIONS
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,7 @@ class GraphOption:
 
     name: str
     default: Any
-    choices: tuple[str, ...] | None
+    choices: Collection[str] | None
     help: str
 
     @property
@@ -45,8 +49,9 @@ class GraphOption:
             raise ValueError(f"{config_name}.{self.name} must be one of {choices}; got {value!r}.")
 
 
-#: the fusions of the subgraph groups (see `graph_attention.FUSIONS`, which must name the same ones)
-GRAPH_FUSIONS = ("gate", "sum", "self_gate")
+#: the fusions of the subgraph groups, as `graph_fusions` registers them (a live view: one registered
+#: later is allowed too)
+GRAPH_FUSIONS = FUSIONS.keys()
 
 GRAPH_OPTIONS: tuple[GraphOption, ...] = (
     GraphOption(

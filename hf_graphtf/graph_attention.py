@@ -8,74 +8,25 @@ replaces self-attention by three subgraph groups:
 * middle order: ``a_m  = mid_attn_inc(query=I, key=value=P) + mid_attn_prev(query=P, key=value=I)``
 * low order:    ``a_l  = low_proj(P)``
 
-fused by ``sum``, a sigmoid ``gate`` or a one-head ``self_gate`` over the four group vectors of each
-position. The fused vector takes the place of the self-attention output in the layer's usual
-post-LN block, and the next layer gets ``P' = F``. Submodule names are part of the checkpoint format.
+fused by one of the registered fusions (`graph_fusions`: ``sum``, a sigmoid ``gate`` or a one-head
+``self_gate`` over the four group vectors of each position). The fused vector takes the place of the
+self-attention output in the layer's usual post-LN block, and the next layer gets ``P' = F``.
+Submodule names are part of the checkpoint format.
 
 This module travels with saved checkpoints (``trust_remote_code``): it imports only torch.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from .graph_fusions import Fusion, get_fusion
 from .layer_blocks import add_and_norm, attentions_requested, feed_forward
 
 #: attention implementations the fused group path runs on; others take the per-module path
 FUSED_IMPLEMENTATIONS = ("eager", "sdpa")
-
-
-class SelfGate(nn.Module):
-    """One-head self-attention over the four group vectors ``[a_h, a_m1, a_m2, a_l]`` of a position.
-
-    Returns the mean of the four attended rows and, for analysis, the weight each group receives in
-    that mean (the column means of the 4x4 attention matrix; they sum to 1 per position).
-    """
-
-    def __init__(self, d_model: int):
-        super().__init__()
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.scaling = 1.0 / math.sqrt(d_model)
-
-    def forward(self, groups: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        scores = torch.matmul(self.q_proj(groups), self.k_proj(groups).transpose(-1, -2)) * self.scaling
-        group_weights = nn.functional.softmax(scores, dim=-1).mean(dim=-2)  # (..., 4)
-        fused = torch.matmul(group_weights.unsqueeze(-2), self.v_proj(groups)).squeeze(-2)
-        return fused, group_weights
-
-
-def fuse_groups(
-    fusion: str,
-    high: torch.Tensor,
-    middle_inc: torch.Tensor,
-    middle_prev: torch.Tensor,
-    low: torch.Tensor,
-    self_gate: SelfGate | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Fuse the subgraph groups; returns ``(g, gate)`` where gate is what the analysis reports.
-
-    ``gate`` is the sigmoid gate ``w`` (per position and feature) for ``"gate"``, the per-position
-    weight of each of the four groups for ``"self_gate"``, and None for ``"sum"``.
-    """
-    if fusion == "self_gate":
-        return self_gate(torch.stack([high, middle_inc, middle_prev, low], dim=-2))
-    return fuse_attended(fusion, high + middle_inc + middle_prev, low)
-
-
-def fuse_attended(fusion: str, attended: torch.Tensor, low: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``sum`` and ``gate`` need only ``a_h + a_m`` (attended) and ``a_l`` (low)."""
-    if fusion == "sum":
-        return attended + low, None
-    if fusion == "gate":
-        gate = torch.sigmoid(attended + low)
-        return gate * attended + (1 - gate) * low, gate
-    raise ValueError(f"graph_fusion must be one of 'gate', 'sum', 'self_gate'; got {fusion!r}.")
 
 
 def _project(x: torch.Tensor, linears: list[nn.Linear]) -> tuple[torch.Tensor, ...]:
@@ -135,8 +86,13 @@ class GraphEncoderLayerMixin:
             self.mid_attn_prev = build_group_attention(self.group_attention_class, config, half_dim)
         self.low_proj = nn.Linear(config.d_model, config.d_model)
         self.graph_fusion = config.graph_fusion
-        if self.graph_fusion == "self_gate":
-            self.self_gate = SelfGate(config.d_model)
+        for name, module in self.fusion.build_modules(config.d_model).items():
+            setattr(self, name, module)
+
+    @property
+    def fusion(self) -> Fusion:
+        """The registered fusion of ``graph_fusion`` (looked up, not stored: modules stay picklable)."""
+        return get_fusion(self.graph_fusion)
 
     def forward(self, hidden_states, attention_mask, previous=None, **kwargs):
         if previous is None:
@@ -195,11 +151,11 @@ class GraphEncoderLayerMixin:
             output, _ = _eager_attention(attn, heads(queries), heads(keys), heads(values), mask, dropout, attn.scaling)
         o_high, o_inc, o_prev = output.reshape(3, batch, length, -1).unbind(0)
         out = attn.out_proj
-        if self.graph_fusion == "self_gate":
+        if self.fusion.fuse_attended is None:  # it needs the three attended groups apart
             groups = [nn.functional.linear(o, out.weight, out.bias) for o in (o_high, o_inc, o_prev)]
-            return fuse_groups("self_gate", *groups, low, self.self_gate)
+            return self.fusion.fuse(self, *groups, low)
         attended = nn.functional.linear(o_high + o_inc + o_prev, out.weight, 3 * out.bias)
-        return fuse_attended(self.graph_fusion, attended, low)
+        return self.fusion.fuse_attended(self, attended, low)
 
     def _module_groups(self, incremental, prev, attention_mask, **kwargs):
         """One call per attention module: works with every kernel, adapter and output flag."""
@@ -213,4 +169,4 @@ class GraphEncoderLayerMixin:
         middle_inc, _ = middle_inc_attn(incremental, key_value_states=prev, attention_mask=attention_mask, **kwargs)
         middle_prev, _ = middle_prev_attn(prev, key_value_states=incremental, attention_mask=attention_mask, **kwargs)
         low = self.low_proj(prev)
-        return fuse_groups(self.graph_fusion, high, middle_inc, middle_prev, low, getattr(self, "self_gate", None))
+        return self.fusion.fuse(self, high, middle_inc, middle_prev, low)

@@ -131,3 +131,47 @@ def test_every_family_is_registered_once_and_read_everywhere():
         config = AutoConfig.for_model(family.model_type)
         assert type(config) is family.config_class
         assert AutoModelForSeq2SeqLM._model_mapping[family.config_class] is family.seq2seq_class
+
+
+def test_a_new_fusion_is_one_registration(monkeypatch):
+    """A fourth fusion is one `register_fusion` call: the config accepts it, the graph layer builds its
+    modules (under their names) and runs it on the per-module and the fused path, its gate comes out of
+    ``output_graph_gates``, and the benchmarks' FLOP count adds its cost."""
+    import sys
+
+    import torch
+    from model_matrix import source_batch, target_batch, tiny_model
+
+    from hf_graphtf.graph_fusions import FUSIONS, GROUPS, Fusion
+
+    def fuse(layer, high, middle_inc, middle_prev, low):
+        groups = torch.stack([high, middle_inc, middle_prev, low], dim=-2)
+        weights = torch.softmax(layer.group_scores(groups).squeeze(-1), dim=-1)  # (..., 4)
+        return (weights.unsqueeze(-1) * groups).sum(-2), weights
+
+    def modules(d_model):
+        return {"group_scores": torch.nn.Linear(d_model, 1)}
+
+    def flops(positions, d_model):
+        return 2 * 4 * positions * d_model
+
+    monkeypatch.setitem(
+        FUSIONS, "softmax", Fusion("softmax", "softmax over the groups", fuse, None, modules, GROUPS, False, flops)
+    )
+    for shared in (False, True):  # the per-module path, and the fused shared-qkv path
+        model = tiny_model("marian", {"graph_attention": True, "graph_fusion": "softmax", "graph_shared_qkv": shared})
+        assert isinstance(model.model.encoder.layers[1].group_scores, torch.nn.Linear)
+        input_ids, attention_mask = source_batch()
+        out = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=target_batch(),
+                    output_graph_gates=True)  # fmt: skip
+        assert len(out.encoder_graph_gates) == 2 and out.encoder_graph_gates[0].shape[-1] == len(GROUPS)
+    with pytest.raises(ValueError, match="graph_fusion must be one of"):
+        tiny_model("marian", {"graph_attention": True, "graph_fusion": "nope"})
+    sys.path.insert(0, str(PACKAGE.parent / "recipes" / "benchmarks"))
+    try:
+        from flops import forward_flops
+    finally:
+        sys.path.pop(0)
+    config = type(model.config)(**{**model.config.to_dict(), "graph_shared_qkv": False})
+    base = forward_flops(type(config)(**{**config.to_dict(), "graph_fusion": "sum"}), 2, 7, 5)
+    assert forward_flops(config, 2, 7, 5) - base == 2 * flops(2 * 7, config.d_model)

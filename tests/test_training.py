@@ -386,3 +386,30 @@ def test_a_rerun_before_any_checkpoint_reuses_the_saved_tokenizer_and_says_what_
     assert (tmp_path / "out" / "tokenizer.json").read_bytes() == saved
     run_translation(*parse_recipe_args([str(path), "--vocab_size", "200"]))
     assert "training a 200-piece" in capsys.readouterr().err
+
+
+def test_the_evaluate_metric_loads_from_its_folder_and_gives_the_runs_scores(tmp_path_factory, monkeypatch):
+    """`evaluate.load` of the package's metric folder (offline, as a user or the Hub would load it) gives
+    the scores a training run wrote: BLEU, chrF, chrF++, Moses-tokenized BLEU, with one or two references."""
+    import evaluate
+    import sacrebleu
+
+    from hf_graphtf.translation_scores import METRIC_PATH
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    metric = evaluate.load(METRIC_PATH)
+    trained = trained_tiny_model(tmp_path_factory)
+    hypotheses = (trained.output_dir / "test_predictions.txt").read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in (trained.corpus / "test.jsonl").read_text(encoding="utf-8").splitlines()]
+    single = [row["translation"]["en"] for row in rows]
+    scores = metric.compute(predictions=hypotheses, references=single, tgt_lang="en")
+    test = trained.results["test"]
+    for key in ("bleu", "chrf", "chrf_pp", "bleu_tokenized", "bleu_signature"):
+        assert scores[key] == test[key], key
+    assert scores["bleu"] == round(sacrebleu.corpus_bleu(hypotheses, [single]).score, 2)
+    multi = [
+        [row["translation"]["en"], *[r for r in row["references"]["en"] if r != row["translation"]["en"]]]
+        for row in rows
+    ]
+    both = metric.compute(predictions=hypotheses, references=multi, tokenized=False)
+    assert both["bleu"] == trained.results["test_multi_reference"]["bleu"] and "bleu_tokenized" not in both

@@ -34,11 +34,15 @@ def evaluate_test_split(
         hypotheses[position] = text
     sources = [pair[data_args.src_lang] for pair in raw["translation"]]
     single, multi = reference_lists(raw, data_args.tgt_lang)
-    results: dict[str, Any] = {"test": translation_report(sources, hypotheses, single, data_args.length_buckets)}
+    results: dict[str, Any] = {
+        "test": translation_report(sources, hypotheses, single, data_args.length_buckets, data_args.tgt_lang)
+    }
     results["test"]["loss"] = output.metrics.get("test_loss")
     results["test"]["runtime"] = output.metrics.get("test_runtime")
     if multi is not None:
-        results["test_multi_reference"] = translation_report(sources, hypotheses, multi, data_args.length_buckets)
+        results["test_multi_reference"] = translation_report(
+            sources, hypotheses, multi, data_args.length_buckets, data_args.tgt_lang
+        )
     ids = raw["id"] if "id" in raw.column_names else [str(i) for i in range(len(raw))]
     count = min(data_args.num_sample_translations, len(hypotheses))
     spread = [i * len(hypotheses) // count for i in range(count)]  # across the split, not only its start

@@ -1,5 +1,8 @@
 """BLEU and chrF with sacrebleu: during evaluation, on the test set, by source length, multi-reference.
 
+The scores themselves come from the package's `evaluate` metric (`hf_graphtf.translation_scores`), so a
+run's numbers and ``evaluate.load`` of that metric agree.
+
 Scores are sacrebleu's defaults (BLEU with the 13a tokenizer, chrF2) on detokenized text, so they
 compare with published sacreBLEU numbers; the signatures are returned with the scores.
 """
@@ -10,9 +13,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from transformers import EvalPrediction, PreTrainedTokenizerBase
+
+from ..translation_scores import TranslationScores, reference_streams, score_translations
 
 #: what `DataCollatorForSeq2Seq` puts in padded label positions, and the Trainer in padded predictions
 IGNORE_INDEX = -100
@@ -29,32 +34,12 @@ def decode_token_ids(tokenizer: PreTrainedTokenizerBase, token_ids: Any) -> list
     return [text.strip() for text in tokenizer.batch_decode(ids.tolist(), skip_special_tokens=True)]
 
 
-def reference_streams(references: Sequence[Sequence[str]]) -> list[list[str | None]]:
-    """Turn per-sentence reference lists into sacrebleu's per-position reference streams.
-
-    ``references[i]`` holds the references of sentence i; sentences may have different numbers of
-    them, and sacrebleu skips the ``None`` that fills the gaps.
-    """
-    if not references or any(len(refs) == 0 for refs in references):
-        raise ValueError("every sentence needs at least one reference")
-    width = max(len(refs) for refs in references)
-    return [[refs[k] if k < len(refs) else None for refs in references] for k in range(width)]
-
-
-def corpus_scores(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> dict[str, Any]:
-    """Corpus BLEU and chrF of ``hypotheses`` against one or more references per sentence."""
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} reference lists")
-    streams = reference_streams(references)
-    bleu, chrf = BLEU(), CHRF()
-    bleu_score = bleu.corpus_score(list(hypotheses), streams)
-    chrf_score = chrf.corpus_score(list(hypotheses), streams)
-    return {
-        "bleu": round(bleu_score.score, 2),
-        "chrf": round(chrf_score.score, 2),
-        "bleu_signature": str(bleu.get_signature()),
-        "chrf_signature": str(chrf.get_signature()),
-    }
+def corpus_scores(
+    hypotheses: Sequence[str], references: Sequence[Sequence[str]], *, tgt_lang: str = "en", tokenized: bool = False
+) -> dict[str, Any]:
+    """Corpus BLEU, chrF and chrF++ (and with ``tokenized`` the Moses-tokenized BLEU) of ``hypotheses``
+    against one or more references per sentence, as the package's `evaluate` metric computes them."""
+    return score_translations(hypotheses, references, tgt_lang=tgt_lang, tokenized=tokenized)
 
 
 def length_bucket_labels(edges: Sequence[int]) -> list[str]:
@@ -120,9 +105,11 @@ def translation_report(
     hypotheses: Sequence[str],
     references: Sequence[Sequence[str]],
     edges: Sequence[int],
+    tgt_lang: str = "en",
 ) -> dict[str, Any]:
-    """Everything reported for a test set: BLEU, chrF, BLEU by source length, reference count."""
-    report = corpus_scores(hypotheses, references)
+    """Everything reported for a test set: BLEU, chrF, chrF++, Moses-tokenized BLEU, BLEU by source
+    length, reference count."""
+    report = corpus_scores(hypotheses, references, tgt_lang=tgt_lang, tokenized=True)
     report["sentences"] = len(hypotheses)
     report["references_per_sentence"] = max(len(refs) for refs in references)
     report["bleu_by_length"] = bleu_by_length(sources, hypotheses, references, edges)
@@ -133,17 +120,19 @@ def translation_report(
 
 
 def build_compute_metrics(tokenizer: PreTrainedTokenizerBase) -> Callable[[EvalPrediction], dict[str, float]]:
-    """`compute_metrics` for `Seq2SeqTrainer` with ``predict_with_generate``: BLEU, chrF, mean length.
+    """`compute_metrics` for `Seq2SeqTrainer` with ``predict_with_generate``: BLEU, chrF, mean length, from
+    the package's `evaluate` metric (`translation_scores`, kept in memory: nothing written per process).
 
     References are the decoded labels, as in the Transformers examples; the final test evaluation
     scores against the raw reference text instead (see `translation_report`).
     """
+    metric = TranslationScores(keep_in_memory=True)
 
     def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
         predictions = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
         hypotheses = decode_token_ids(tokenizer, predictions)
         references = decode_token_ids(tokenizer, prediction.label_ids)
-        scores = corpus_scores(hypotheses, [[reference] for reference in references])
+        scores = metric.compute(predictions=hypotheses, references=references, tokenized=False)
         lengths = np.count_nonzero((predictions != tokenizer.pad_token_id) & (predictions >= 0), axis=-1)
         return {"bleu": scores["bleu"], "chrf": scores["chrf"], "gen_len": round(float(np.mean(lengths)), 2)}
 

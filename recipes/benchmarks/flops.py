@@ -24,7 +24,8 @@ positions and FFN width F:
     encoder layer    attn(S, S) + 4 B S d F
     decoder layer    attn(T, T) + attn(T, S) + 4 B T d F
     graph layer      3 attn(S, S) + 2 B S d^2 (low_proj) + 4 B S d F            (layers 1..N-1)
-                     self_gate adds 3 * 2 B (4S) d^2 (q, k, v of the 4 group vectors) + 2 B S 16 d + 2 B S 4 d
+                     + the fusion's own products (`Fusion.flops`: self_gate's q, k, v of the 4 group
+                     vectors, 3 * 2 B (4S) d^2, and its 4x4 scores and weighted sum, 2 B S 20 d)
                      graph_shared_qkv: q, k, v of I and of P once each (6, not 9, projections) and, for sum
                      and gate, one out_proj of the summed head outputs (out_proj is linear), as the
                      package's fused group path computes them
@@ -34,6 +35,8 @@ positions and FFN width F:
 from __future__ import annotations
 
 from typing import Any
+
+from hf_graphtf.graph_fusions import get_fusion
 
 
 def attention_flops(batch: int, q_len: int, kv_len: int, d_model: int, inner: int, qk_factor: int = 1) -> int:
@@ -67,16 +70,14 @@ def graph_layer_extra_flops(batch: int, src_len: int, d_model: int, half_dim: bo
     inner = d_model // 2 if half_dim else d_model
     if shared:  # one module: I and P are each projected once (q, k, v), and out_proj is linear
         rows = batch * src_len
-        outs = 3 if fusion == "self_gate" else 1  # sum/gate project the sum of the three head outputs
+        # a fusion of a_h + a_m projects the sum of the three head outputs once; one of the groups apart, each
+        outs = 1 if get_fusion(fusion).fuse_attended is not None else 3
         flops = 6 * 2 * rows * d_model * inner + outs * 2 * rows * inner * d_model
         flops += 3 * 2 * batch * src_len * src_len * inner * 2
     else:
         flops = 3 * attention_flops(batch, src_len, src_len, d_model, inner)
     flops += 2 * batch * src_len * d_model * d_model  # low_proj
-    if fusion == "self_gate":
-        flops += 3 * 2 * batch * 4 * src_len * d_model * d_model  # q, k, v of the four group vectors
-        flops += 2 * batch * src_len * 16 * d_model + 2 * batch * src_len * 4 * d_model  # 4x4 scores, weighted sum
-    return flops
+    return flops + get_fusion(fusion).matmul_flops(batch * src_len, d_model)  # the fusion's own products
 
 
 def forward_flops(config: Any, batch: int, src_len: int, tgt_len: int, device: str = "cpu") -> int:

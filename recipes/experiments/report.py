@@ -31,12 +31,14 @@ from typing import Any
 import archive
 from grid import REPO_ROOT, Grid, cpus_differ, resolve_corpus
 
+from hf_graphtf.graph_fusions import FUSIONS
+
 LINK_ROWS = ("vanilla", "al_encoder", "al_decoder", "al_both", "al_both_cumulative")
+#: the Graph-Transformer table: vanilla, one variant per registered fusion (named graph_<fusion>), then the
+#: option forms of the gate the grids run
 GRAPH_ROWS = (
     "vanilla",
-    "graph_sum",
-    "graph_gate",
-    "graph_self_gate",
+    *(f"graph_{name}" for name in FUSIONS),
     "graph_half_gate",
     "graph_shared_gate",
     "graph_gate_al_decoder",

@@ -121,11 +121,10 @@ def target_tokens_per_epoch(output_dir: Path, corpus: str, split: str, tgt_lang:
 
 
 def test_scores(output_dir: Path, results: dict[str, Any], corpus: str, split: str, langs: tuple[str, str]):
-    """chrF++ and Moses-tokenized BLEU of the saved test translations (single reference, the target side)."""
-    from sacrebleu.metrics import BLEU, CHRF
-    from sacremoses import MosesTokenizer
-
+    """The run's test scores (single reference, the target side): BLEU and chrF as the run computed them,
+    chrF++ and Moses-tokenized BLEU from its saved translations, with the package's metric."""
     from hf_graphtf.data import load_parallel_corpus
+    from hf_graphtf.translation_scores import score_translations
 
     src_lang, tgt_lang = langs
     hypotheses = (output_dir / "test_predictions.txt").read_text(encoding="utf-8").splitlines()
@@ -135,22 +134,16 @@ def test_scores(output_dir: Path, results: dict[str, Any], corpus: str, split: s
         raise ValueError(
             f"{output_dir}/test_predictions.txt has {len(hypotheses)} lines for {len(references)} sentences"
         )
-    chrf_pp = CHRF(word_order=2)
-    moses = MosesTokenizer(lang=tgt_lang)
-    tokenized = BLEU(tokenize="none", force=True)
-
-    def tokenize(texts: list[str]) -> list[str]:
-        return [moses.tokenize(text, escape=False, return_str=True) for text in texts]
-
+    scores = score_translations(hypotheses, references, tgt_lang=tgt_lang, tokenized=True)
     return {
         "bleu": results["test"]["bleu"],
         "bleu_signature": results["test"]["bleu_signature"],
         "chrf": results["test"]["chrf"],
         "chrf_signature": results["test"]["chrf_signature"],
-        "chrf_pp": round(chrf_pp.corpus_score(hypotheses, [references]).score, 2),
-        "chrf_pp_signature": str(chrf_pp.get_signature()),
-        "bleu_tokenized": round(tokenized.corpus_score(tokenize(hypotheses), [tokenize(references)]).score, 2),
-        "bleu_tokenized_method": "Moses-tokenized (sacremoses), case-sensitive, tokenize=none: like multi-bleu.perl",
+        "chrf_pp": scores["chrf_pp"],
+        "chrf_pp_signature": scores["chrf_pp_signature"],
+        "bleu_tokenized": scores["bleu_tokenized"],
+        "bleu_tokenized_method": scores["bleu_tokenized_method"],
         "repeated_token_outputs": results["test"].get("repeated_token_outputs"),
         "bleu_by_length": results["test"].get("bleu_by_length"),
     }
