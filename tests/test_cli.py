@@ -179,3 +179,26 @@ def test_counts_below_one_are_refused_in_one_line_before_loading(flag, value, tm
         assert cli.main([*command, "--model", str(tmp_path / "model"), flag, value]) == 2
         err = capsys.readouterr().err
         assert err == f"error: {flag} must be at least 1; got {value}\n"
+
+
+def test_train_reports_user_errors_in_one_line_with_the_exit_status_of_every_subcommand(tmp_path, capsys, monkeypatch):
+    """A forgotten build-corpus, and a bad number in a recipe: one line each, naming what to do, status 2."""
+    from recipe_fixtures import tiny_recipe, write_recipe
+
+    monkeypatch.chdir(tmp_path)  # a fresh clone's folder: no corpus built yet
+    recipe = tiny_recipe(tmp_path / "data" / "bible-es-en", tmp_path / "out")
+    recipe["corpus"] = "data/bible-es-en"  # relative, as the committed recipes name it; not built here
+    path = write_recipe(tmp_path / "recipe.yaml", recipe)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["train", str(path)])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    *announced, last = err.splitlines()  # what it was doing ("[hf-graphtf] loading the corpus ..."), then the error
+    assert last.startswith("error: data/bible-es-en: no such corpus folder")
+    assert all(line.startswith("[hf-graphtf]") for line in announced)
+    assert "hf-graphtf build-corpus --output-dir data/bible-es-en" in err and "Traceback" not in err
+    path.write_text(path.read_text().replace("learning_rate: 0.003", "learning_rate: 1e-3x"), encoding="utf-8")
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["train", str(path)])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == f"error: {path}: learning_rate: '1e-3x' is not a valid float.\n"
