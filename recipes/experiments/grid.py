@@ -167,13 +167,8 @@ class Grid:
                     tuned = {self.tuning.field: value}
             for seed in chosen_seeds:
                 for variant in chosen_variants:
-                    if (
-                        self.tuning is not None
-                        and tuned
-                        and variant == self.tuning.variant
-                        and seed == self.tuning.seed
-                    ):
-                        continue  # its tuning run at the chosen value is this run, listed above
+                    if self.tuning is not None and variant == self.tuning.variant and seed == self.tuning.seed:
+                        continue  # one of its tuning runs, listed above, is this run
                     run = self._run(variant, size, seed, tuned)
                     if self.tuning is not None and not tuned:
                         run = replace(run, waits_for_tuning=True)

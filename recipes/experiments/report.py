@@ -552,6 +552,15 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for size in grid.sizes:
+        curves = {
+            (f"{tuning.variant}, {tuning.field} {row['tuning']['value']}", size): [row]
+            for row in rows
+            if row.get("tuning") and row["size"] == size
+        }
+        figure = grid.results.parent / "figures" / grid.name / f"tuning_{size}.png"
+        figure.parent.mkdir(parents=True, exist_ok=True)
+        if curves and plot_learning_curves(grid, curves, size, figure):
+            lines[4:4] = [f"![tuning learning curves, {size}](figures/{grid.name}/{figure.name})", ""]
         chosen = grid.tuned_value(size)
         for value, run in zip(tuning.values, grid.tuning_runs(size)):
             row = by_name.get(run.name)
@@ -577,7 +586,6 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
     stopped = [row for row in rows if row.get("stop_reason")]
     if not stopped or not any(row["stop_reason"] == "validation plateau" for row in stopped):
         return []
-    cells = {run.name for run in grid.cell_runs()} if grid.tuning is not None else {row["run"] for row in rows}
     lines = [
         "## When each run stopped",
         "",
@@ -591,8 +599,6 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(stopped, key=lambda row: (row["size"], row["seed"], row["variant"], row["run"])):
-        if row["run"] not in cells:
-            continue
         lines.append(
             f"| {row['run']} | {row['steps']} | {row['stop_reason']} | {row.get('best_step') or '–'} | "
             f"{row['valid']['bleu']} | {row['test']['bleu']} | {_minutes(row)} | {row.get('precision') or 'fp32'} |"
@@ -601,17 +607,16 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
     to_run = [run for run in grid.runs() if run.name not in finished]
     minutes_by_variant: dict[str, list[float]] = defaultdict(list)
     for row in stopped:
-        if row["run"] in cells and row.get("train_minutes"):
+        if row.get("train_minutes"):
             minutes_by_variant[row["variant"]].append(row["train_minutes"])
-    estimate = [
-        statistics.mean(minutes_by_variant[run.variant]) for run in to_run if minutes_by_variant.get(run.variant)
-    ]
-    if to_run:
-        known = f"about {sum(estimate) / 60:.1f} hours of training" if estimate else "unknown yet"
+    every = [minutes for values in minutes_by_variant.values() for minutes in values]
+    if to_run and every:
+        estimate = sum(statistics.mean(minutes_by_variant.get(run.variant) or every) for run in to_run)
         lines += [
             "",
-            f"Still to run: {len(to_run)} runs; at the minutes their variants took so far, "
-            f"{known}{' for the ' + str(len(estimate)) + ' whose variant has a finished run' if estimate else ''}.",
+            f"Still to run: {len(to_run)} runs, about {estimate / 60:.1f} hours of training at the minutes each "
+            "variant's finished runs took (a variant with none yet at the mean of all finished runs, "
+            f"{statistics.mean(every):.0f} minutes; on this 2-core machine, one run at a time).",
         ]
     return [*lines, ""]
 
