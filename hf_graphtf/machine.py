@@ -3,7 +3,7 @@
 CPU float sums come out differently on different vector kernels, so a speed table or a training run
 is comparable (or reproducible bit for bit) only on the same kind of CPU: both name it the same way.
 The name is not enough for bit-identity: two hosts of one cloud that report the same model and vector
-kernels have trained the same recipe and seed apart (README, "the same seed gives the same model"),
+kernels have trained the same recipe and seed apart (docs/reproducibility.md, "The same seed"),
 so ``float_fingerprint`` records how a machine actually sums.
 """
 

@@ -41,8 +41,8 @@ def with_cooldown(
     A run stopped by its budget otherwise ends wherever its schedule happens to be (inverse_sqrt at half
     its peak after four warm-ups), with the noise of a large step in its final weights; ending at zero
     (the "decay" of warmup-stable-decay schedules) helps a model that has nearly converged. It does
-    not help one still learning fast: on the 13-14 minute main job it cost 2 BLEU (README, "The main
-    job"), which is why the quickstart leaves it off.
+    not help one still learning fast: on the 13-14 minute main job it cost 2 BLEU
+    (model_cards/quickstart/RUNS.md), which is why the quickstart leaves it off.
     ``progress(step)`` is the share of the budget spent at that step: steps over ``max_steps``, or
     minutes over ``max_train_minutes`` when the run has a time budget, whichever is further along; it
     must be the same number on every process. The schedule's own factor is kept and multiplied by
