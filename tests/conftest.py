@@ -24,6 +24,27 @@ def family(request) -> str:
     return request.param
 
 
+@pytest.fixture(scope="module")
+def experiments():
+    """The experiment grid modules, imported as the scripts import each other (top-level, from their
+    folder); the benchmarks' `report` module of the same name is set aside meanwhile."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    folder = str(Path(__file__).resolve().parents[1] / "recipes" / "experiments")
+    names = ("archive", "grid", "run_grid", "report")
+    shadowed = {name: sys.modules.pop(name) for name in names if name in sys.modules}
+    sys.path.insert(0, folder)
+    try:
+        yield {name: importlib.import_module(name) for name in names}
+    finally:
+        sys.path.remove(folder)
+        for name in names:
+            sys.modules.pop(name, None)
+        sys.modules.update(shadowed)
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     """A word-level fast tokenizer over the toy vocabulary (ids match `VOCAB`)."""

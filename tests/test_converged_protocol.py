@@ -7,9 +7,7 @@ give finite losses and the same checkpoint format as fp32 ones, and a grid tunes
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -52,6 +50,16 @@ def _run(tmp_path: Path, name: str, **overrides):
     return run_translation(*parse_recipe_args([str(write_recipe(tmp_path / f"{name}.yaml", recipe))]))
 
 
+def assert_same_stop_and_model(base: Path, name: str, train: dict, other_name: str, other: dict) -> None:
+    """Two runs stopped at the same step, for the same reason, with the same best step and the same saved
+    model, bit for bit."""
+    keys = ("global_step", "best_step", "stop_reason")
+    assert [other[key] for key in keys] == [train[key] for key in keys]
+    a = load_file(base / name / "model.safetensors")
+    b = load_file(base / other_name / "model.safetensors")
+    assert all(torch.equal(a[key], b[key]) for key in a)
+
+
 def test_a_run_stops_on_a_plateau_and_translates_with_its_best_checkpoint(tmp_path):
     results = _run(tmp_path, "plateau")
     train = results["train"]
@@ -77,14 +85,7 @@ def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path):
     _run(tmp_path, "resumed", max_steps=2)
     resumed = _run(tmp_path, "resumed")["train"]
     assert resumed["resumed_from_checkpoint"].endswith("checkpoint-2")
-    assert (resumed["global_step"], resumed["best_step"], resumed["stop_reason"]) == (
-        straight["global_step"],
-        straight["best_step"],
-        straight["stop_reason"],
-    )
-    a = load_file(tmp_path / "straight" / "model.safetensors")
-    b = load_file(tmp_path / "resumed" / "model.safetensors")
-    assert all(torch.equal(a[key], b[key]) for key in a)
+    assert_same_stop_and_model(tmp_path, "straight", straight, "resumed", resumed)
 
 
 def test_the_step_cap_is_named_when_it_ends_a_run(tmp_path):
@@ -107,14 +108,7 @@ def test_the_stopping_step_does_not_depend_on_the_clock(tmp_path, monkeypatch):
 
     monkeypatch.setattr(time, "monotonic", slower)
     busy = _run(tmp_path, "busy")["train"]
-    assert (busy["global_step"], busy["best_step"], busy["stop_reason"]) == (
-        straight["global_step"],
-        straight["best_step"],
-        straight["stop_reason"],
-    )
-    a = load_file(tmp_path / "straight" / "model.safetensors")
-    b = load_file(tmp_path / "busy" / "model.safetensors")
-    assert all(torch.equal(a[key], b[key]) for key in a)
+    assert_same_stop_and_model(tmp_path, "straight", straight, "busy", busy)
 
 
 def test_bf16_training_gives_finite_losses_and_the_fp32_checkpoint_format(tmp_path):
@@ -168,20 +162,6 @@ def test_precision_and_the_trainers_own_flags_agree(tmp_path):
     assert args.precision == "fp32" and not args.bf16
     with pytest.raises(ValueError, match="precision 'fp32' and bf16: true"):
         parse_recipe_args([str(write_recipe(tmp_path / "c.yaml", {**base, "bf16": True, "precision": "fp32"}))])
-
-
-@pytest.fixture(scope="module")
-def experiments():
-    names = ("archive", "grid", "run_grid", "report")
-    shadowed = {name: sys.modules.pop(name) for name in names if name in sys.modules}
-    sys.path.insert(0, str(EXPERIMENTS))
-    try:
-        yield {name: importlib.import_module(name) for name in names}
-    finally:
-        sys.path.remove(str(EXPERIMENTS))
-        for name in names:
-            sys.modules.pop(name, None)
-        sys.modules.update(shadowed)
 
 
 def test_a_grid_tunes_its_baseline_first_and_reuses_the_chosen_run(tmp_path, experiments):

@@ -6,11 +6,9 @@ The figures and numbers themselves come from real runs (recipes/experiments/RESU
 from __future__ import annotations
 
 import gzip
-import importlib
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,21 +18,6 @@ from recipe_fixtures import REPO_ROOT, TRAIN_SCRIPT, run_python, tiny_recipe, wr
 from hf_graphtf.machine import float_fingerprint
 
 EXPERIMENTS = REPO_ROOT / "recipes" / "experiments"
-
-
-@pytest.fixture(scope="module")
-def experiments():
-    """The grid modules, imported as the scripts import each other (top-level, from their folder)."""
-    names = ("archive", "grid", "run_grid", "report")
-    shadowed = {name: sys.modules.pop(name) for name in names if name in sys.modules}  # e.g. benchmarks' report
-    sys.path.insert(0, str(EXPERIMENTS))
-    try:
-        yield {name: importlib.import_module(name) for name in names}
-    finally:
-        sys.path.remove(str(EXPERIMENTS))
-        for name in names:
-            sys.modules.pop(name, None)
-        sys.modules.update(shadowed)
 
 
 def write_grid(base: Path, seeds=(1, 2)) -> Path:

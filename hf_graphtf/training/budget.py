@@ -11,14 +11,14 @@ processes, so every process sees the same number (which the learning-rate cool-d
 
 from __future__ import annotations
 
-import json
-import os
 import time
 
 import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
+
+from .checkpoints import callback_attributes
 
 
 class TrainingTimeBudget(TrainerCallback, ExportableState):
@@ -73,16 +73,7 @@ def _largest(seconds: float) -> float:
 
 def trained_seconds_in(checkpoint: str | None) -> float:
     """Training seconds a checkpoint records (0 for none, or one written without a budget)."""
-    if checkpoint is None:
-        return 0.0
-    path = os.path.join(checkpoint, "trainer_state.json")
-    if not os.path.isfile(path):
-        return 0.0
-    with open(path, encoding="utf-8") as handle:
-        stored = json.load(handle).get("stateful_callbacks", {}).get(TrainingTimeBudget.__name__, {})
-    if isinstance(stored, list):
-        stored = stored[0] if stored else {}
-    return float(stored.get("attributes", {}).get("trained_seconds", 0.0))
+    return float(callback_attributes(checkpoint, TrainingTimeBudget.__name__).get("trained_seconds", 0.0))
 
 
 __all__ = ["TrainingTimeBudget", "trained_seconds_in"]

@@ -32,6 +32,21 @@ def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def callback_attributes(checkpoint: str | None, callback: str) -> dict:
+    """The attributes a checkpoint's ``trainer_state.json`` stores for a stateful callback, by class name
+    (empty for no checkpoint, no state file, or a state written without that callback)."""
+    if checkpoint is None:
+        return {}
+    path = os.path.join(checkpoint, TRAINER_STATE_FILE)
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as handle:
+        stored = json.load(handle).get("stateful_callbacks", {}).get(callback, {})
+    if isinstance(stored, list):
+        stored = stored[0] if stored else {}
+    return stored.get("attributes") or {}
+
+
 def checkpoint_problem(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` cannot be resumed from (a short phrase), or None when it is a whole checkpoint.
 

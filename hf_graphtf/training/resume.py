@@ -19,6 +19,7 @@ from .arguments import ModelArguments, TranslationTrainingArguments
 from .budget import TrainingTimeBudget, trained_seconds_in
 from .checkpoints import (
     TRAINER_STATE_FILE,
+    callback_attributes,
     checkpoint_problem,
     newest_complete_checkpoint,
     remove_checkpoints,
@@ -120,16 +121,9 @@ def finished_training(checkpoint: str, training_args: TranslationTrainingArgumen
 
 def patience_counter_in(checkpoint: str | None) -> int:
     """Evaluations without a new best that a checkpoint records (0 for none)."""
-    if checkpoint is None:
-        return 0
-    path = os.path.join(checkpoint, TRAINER_STATE_FILE)
-    if not os.path.isfile(path):
-        return 0
-    with open(path, encoding="utf-8") as handle:
-        stored = json.load(handle).get("stateful_callbacks", {}).get(EarlyStoppingCallback.__name__, {})
-    if isinstance(stored, list):
-        stored = stored[0] if stored else {}
-    return int((stored.get("attributes") or {}).get("early_stopping_patience_counter", 0))
+    return int(
+        callback_attributes(checkpoint, EarlyStoppingCallback.__name__).get("early_stopping_patience_counter", 0)
+    )
 
 
 #: why training ended, as results.json and the grid rows record it
