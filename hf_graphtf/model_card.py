@@ -122,24 +122,17 @@ def limitations(results: dict[str, Any]) -> list[str]:
     """What a user must know about this particular run: how it stopped, whether it was still learning,
     and the recipe's own notes (``card_limitations``)."""
     train, notes = results.get("train") or {}, []
-    history = [entry for entry in train.get("validation_bleu") or []]
+    history = train.get("validation_bleu") or []
     still_rising = bool(history) and history[-1][1] >= max(bleu for _, bleu in history)
     reason = train.get("stop_reason")
-    if reason in ("time budget", "step cap", "epoch cap") or train.get("stopped_by_time_budget"):
-        budget = (
-            "time budget (`max_train_minutes`)"
-            if reason == "time budget" or train.get("stopped_by_time_budget")
-            else reason
-        )
+    by_minutes = reason == "time budget" or bool(train.get("stopped_by_time_budget"))
+    if by_minutes or reason in ("step cap", "epoch cap"):
+        budget = "time budget (`max_train_minutes`)" if by_minutes else reason
+        rising = ", with validation BLEU still rising at the last evaluation: the model is undertrained."
         notes.append(
-            f"Training ended at its {budget} after {train.get('global_step')} steps"
-            + (
-                ", with validation BLEU still rising at the last evaluation: the model is undertrained."
-                if still_rising
-                else "."
-            )
+            f"Training ended at its {budget} after {train.get('global_step')} steps" + (rising if still_rising else ".")
         )
-        if reason == "time budget" or train.get("stopped_by_time_budget"):
+        if by_minutes:
             notes.append(
                 "A budget in minutes trains as many steps as the machine manages: the same recipe on another "
                 "machine stops at another step, with another score."
