@@ -113,3 +113,31 @@ def test_concat_link_counts_wider_scores() -> None:
     ]:
         model = common.build_model(variant, shape, attn_implementation=implementation, link_kernel=kernel)
         assert flops.link_uses_concat(model.config, device) == concat, (implementation, kernel, device)
+
+
+def test_speed_flags_writes_its_ratios(tmp_path: Path) -> None:
+    """speed_flags.py trains fp32 and bf16 side by side and writes the ratios the experiment report
+    reads to price a converged run without the speed flags."""
+    import json
+
+    from recipe_fixtures import write_tiny_corpus
+
+    corpus = write_tiny_corpus(tmp_path / "corpus", {"train": 64, "valid": 8})
+    out = tmp_path / "speed_flags.json"
+    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parents[1]), "OMP_NUM_THREADS": "1"}
+    arguments = ["--corpus", str(corpus), "--train-split", "train", "--modes", "fp32,bf16", "--steps", "4"]
+    arguments += ["--eval-every", "4", "--eval-samples", "4", "--vocab", "300", "--max-tokens", "200"]
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "speed_flags.py"), *arguments, "--no-progress", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [row[0] for row in _table_rows(result.stdout)] == ["fp32", "bf16"]
+    record = json.loads(out.read_text())
+    assert record["modes"]["fp32"]["speed_vs_fp32"] == 1.0
+    assert record["modes"]["bf16"]["speed_vs_fp32"] > 0
+    assert set(record["modes"]["bf16"]["valid_bleu"]) == {"4"}
+    assert record["float_fingerprint"] and "--json" in record["command"]

@@ -2,6 +2,7 @@
 
     python recipes/benchmarks/speed_flags.py                                  # the grid's shape, 400 steps
     python recipes/benchmarks/speed_flags.py --modes fp32,bf16 --steps 200 --threads 1
+    python recipes/benchmarks/speed_flags.py --json recipes/benchmarks/speed_flags.json   # also as JSON
 
 One process trains one model per mode from the same initial weights on the same real batches (Bible
 es-en ``train_10k``, token batches of 1,200 as one process of a grid run gets them, the grid's
@@ -14,11 +15,15 @@ compilation: they are reported apart ("compile seconds") and left out of the med
 
 bf16 is autocast on the CPU (weights and optimizer in fp32): fast only where the CPU has bf16
 instructions (``avx512_bf16``/AMX); the header records whether this one has them.
+
+``--json`` also writes the ratios with the host they were measured on: the experiment report reads
+``recipes/benchmarks/speed_flags.json`` to say what a converged run costs without the speed flags.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -150,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a grid run: 1 per process)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--json", type=Path, help="also write the measurements to this JSON file")
     args = parser.parse_args(argv)
     names = [name.strip() for name in args.modes.split(",")]
     unknown = [name for name in names if name not in MODES]
@@ -216,12 +222,21 @@ def main(argv: list[str] | None = None) -> None:
     measured = [i for i in range(args.steps) if all(not math.isnan(mode.seconds[i]) for mode in modes)]
     eval_steps = sorted(reference.bleu)
     rows = []
+    measurements = {}
     for mode in modes:
         median = statistics.median(mode.seconds[i] for i in measured)
         ratios = [reference.seconds[i] / mode.seconds[i] for i in measured]
         quartiles = statistics.quantiles(ratios, n=4)
         train_between_evals = median * args.eval_every
         eval_share = statistics.median(mode.eval_seconds) / (statistics.median(mode.eval_seconds) + train_between_evals)
+        measurements[mode.name] = {
+            "speed_vs_fp32": round(statistics.median(ratios), 4),
+            "speed_vs_fp32_half_iqr": round((quartiles[2] - quartiles[0]) / 2, 4),
+            "compile_seconds": round(compile_seconds.get(mode.name, 0.0), 1),
+            "valid_bleu": {str(step): mode.bleu[step] for step in eval_steps},
+            "train_loss_last_50": round(statistics.mean(mode.losses[-50:]), 4),
+            "evaluation_seconds": round(statistics.median(mode.eval_seconds), 2),
+        }
         rows.append(
             [
                 mode.name,
@@ -250,6 +265,19 @@ def main(argv: list[str] | None = None) -> None:
     columns = ["mode", "target tok/s", "speed vs fp32", "compile s", f"valid BLEU at {'/'.join(map(str, eval_steps))}"]
     columns += ["train loss (last 50)", f"one evaluation (share of {args.eval_every} steps)"]
     print(table(columns, rows))
+    if args.json:
+        arguments = argv if argv is not None else sys.argv[1:]
+        record = {
+            "command": "python recipes/benchmarks/speed_flags.py " + " ".join(arguments),
+            "date": f"{start.time:%Y-%m-%d %H:%M} UTC",
+            "package": start.revision,
+            "cpu_bf16": cpu_has_bf16(),
+            "float_fingerprint": float_fingerprint(),
+            "threads": threads,
+            "steps": args.steps,
+            "modes": measurements,
+        }
+        args.json.write_text(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import statistics
 import sys
 from collections import defaultdict
@@ -618,7 +619,36 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
             "variant's finished runs took (a variant with none yet at the mean of all finished runs, "
             f"{statistics.mean(every):.0f} minutes; on this 2-core machine, one run at a time).",
         ]
-    return [*lines, ""]
+    return [*lines, *_without_speed_flags(stopped), ""]
+
+
+SPEED_FLAGS = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags.json"
+
+
+def _without_speed_flags(stopped: list[dict[str, Any]], measured: Path = SPEED_FLAGS) -> list[str]:
+    """What the bf16 runs would have cost in fp32: their minutes times bf16's speed-up over fp32 as
+    ``recipes/benchmarks/speed_flags.py --json`` measured it side by side, and on which host. No grid
+    trains a run twice to measure this, so it is an estimate, and the page says so."""
+    minutes = [row["train_minutes"] for row in stopped if row.get("precision") == "bf16" and row.get("train_minutes")]
+    if not minutes or not measured.is_file():
+        return []
+    record = json.loads(measured.read_text(encoding="utf-8"))
+    bf16 = record["modes"].get("bf16")
+    if not bf16:
+        return []
+    hosts = {(_cpu(row) or {}).get("float_fingerprint") for row in stopped if row.get("precision") == "bf16"}
+    same_host = hosts == {record["float_fingerprint"]}
+    return [
+        "",
+        f"Speed flags: {len(minutes)} bf16 runs took {statistics.mean(minutes):.0f} minutes on average "
+        f"({min(minutes):.0f}-{max(minutes):.0f}). Without them (fp32) the same runs would take about "
+        f"{statistics.mean(minutes) * bf16['speed_vs_fp32']:.0f} minutes each: bf16 autocast trained "
+        f"{bf16['speed_vs_fp32']:.2f}x ±{bf16['speed_vs_fp32_half_iqr']:.2f} as fast as fp32 at the same loss "
+        f"(`{record['command']}`, {record['date']}, "
+        + ("the runs' host" if same_host else f"host fingerprint {record['float_fingerprint']}")
+        + "; [table](../benchmarks/RESULTS.md)). That is an estimate from the measured ratio, validation passes "
+        "included at the same ratio: no converged run was trained in fp32.",
+    ]
 
 
 def budget_label(grid: Grid, size: str) -> str:
