@@ -229,22 +229,29 @@ def test_the_converged_grid_keeps_the_early_budget_grids_training_and_its_protoc
         assert set(run.overrides) <= known, set(run.overrides) - known
 
 
-def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratio(tmp_path, experiments):
-    """The stopping section turns the bf16 runs' minutes into fp32 minutes with the speed_flags ratio,
-    says which host measured it, and says nothing when no run used bf16 or nothing was measured."""
+def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, experiments):
+    """The stopping section turns the bf16 runs' training and validation minutes into fp32 minutes with
+    the speed_flags ratios, says which host measured them, and says nothing when no run used bf16 or
+    nothing was measured."""
     import json
 
     report = experiments["report"]
     measured = tmp_path / "speed_flags.json"
+    modes = {
+        "fp32": {"speed_vs_fp32": 1.0, "speed_vs_fp32_half_iqr": 0.0, "evaluation_seconds": 30.0},
+        "bf16": {"speed_vs_fp32": 1.25, "speed_vs_fp32_half_iqr": 0.1, "evaluation_seconds": 40.0},
+    }
     record = {"command": "python recipes/benchmarks/speed_flags.py --json x", "date": "2026-11-24 08:14 UTC"}
-    record |= {"float_fingerprint": "abc", "modes": {"bf16": {"speed_vs_fp32": 1.25, "speed_vs_fp32_half_iqr": 0.1}}}
-    measured.write_text(json.dumps(record))
+    measured.write_text(json.dumps({**record, "float_fingerprint": "abc", "modes": modes}))
     host = {"provenance": {"cpu": {"float_fingerprint": "abc"}}}
     rows = [{"precision": "bf16", "train_minutes": 80.0, **host}, {"precision": "bf16", "train_minutes": 100.0, **host}]
-    (line,) = [line for line in report._without_speed_flags(rows, measured) if line]
-    assert "2 bf16 runs took 90 minutes" in line and "about 112 minutes each" in line  # 90 x 1.25 = 112.5
-    assert "the runs' host" in line and "1.25x ±0.10" in line
+    validating = {80.0: 8.0, 100.0: None}  # the second run has no log: all its minutes count as training
+    lines = report._without_speed_flags(rows, lambda row: validating[row["train_minutes"]], measured)
+    (line,) = [line for line in lines if line]
+    # (72 x 1.25 + 8 x 0.75 + 100 x 1.25) / 2 = 110.5
+    assert "2 bf16 runs took 90 minutes" in line and "would take about 110." in line
+    assert "the runs' host" in line and "1.25x ±0.10" in line and "1.33x the time" in line
     other = [{**row, "provenance": {"cpu": {"float_fingerprint": "def"}}} for row in rows]
-    assert "host fingerprint abc" in report._without_speed_flags(other, measured)[1]
-    assert report._without_speed_flags([{**row, "precision": "fp32"} for row in rows], measured) == []
-    assert report._without_speed_flags(rows, tmp_path / "absent.json") == []
+    assert "host abc" in report._without_speed_flags(other, lambda row: None, measured)[1]
+    assert report._without_speed_flags([{**row, "precision": "fp32"} for row in rows], lambda row: None, measured) == []
+    assert report._without_speed_flags(rows, lambda row: None, tmp_path / "absent.json") == []

@@ -619,36 +619,53 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
             "variant's finished runs took (a variant with none yet at the mean of all finished runs, "
             f"{statistics.mean(every):.0f} minutes; on this 2-core machine, one run at a time).",
         ]
-    return [*lines, *_without_speed_flags(stopped), ""]
+    return [*lines, *_without_speed_flags(stopped, lambda row: _validation_minutes(grid, row)), ""]
 
 
 SPEED_FLAGS = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags.json"
 
 
-def _without_speed_flags(stopped: list[dict[str, Any]], measured: Path = SPEED_FLAGS) -> list[str]:
-    """What the bf16 runs would have cost in fp32: their minutes times bf16's speed-up over fp32 as
-    ``recipes/benchmarks/speed_flags.py --json`` measured it side by side, and on which host. No grid
-    trains a run twice to measure this, so it is an estimate, and the page says so."""
-    minutes = [row["train_minutes"] for row in stopped if row.get("precision") == "bf16" and row.get("train_minutes")]
-    if not minutes or not measured.is_file():
+def _without_speed_flags(
+    stopped: list[dict[str, Any]],
+    validation_minutes: Callable[[dict[str, Any]], float | None],
+    measured: Path = SPEED_FLAGS,
+) -> list[str]:
+    """What the bf16 runs would have cost in fp32, from ``recipes/benchmarks/speed_flags.py --json``,
+    which trains both side by side: each run's training minutes times bf16's training speed-up, and its
+    validation minutes (from its log) times the measured fp32/bf16 ratio of one validation pass (bf16
+    generation is not faster on a CPU). No grid trains a run twice to measure this, so it is an
+    estimate, and the page says so and on which host the ratios were measured."""
+    bf16_rows = [row for row in stopped if row.get("precision") == "bf16" and row.get("train_minutes")]
+    if not bf16_rows or not measured.is_file():
         return []
     record = json.loads(measured.read_text(encoding="utf-8"))
-    bf16 = record["modes"].get("bf16")
-    if not bf16:
+    fp32, bf16 = record["modes"].get("fp32"), record["modes"].get("bf16")
+    if not fp32 or not bf16:
         return []
-    hosts = {(_cpu(row) or {}).get("float_fingerprint") for row in stopped if row.get("precision") == "bf16"}
-    same_host = hosts == {record["float_fingerprint"]}
+    validation_ratio = fp32["evaluation_seconds"] / bf16["evaluation_seconds"]
+    minutes, estimates = [], []
+    for row in bf16_rows:
+        validating = min(validation_minutes(row) or 0.0, row["train_minutes"])
+        minutes.append(row["train_minutes"])
+        estimates.append((row["train_minutes"] - validating) * bf16["speed_vs_fp32"] + validating * validation_ratio)
+    hosts = {(_cpu(row) or {}).get("float_fingerprint") for row in bf16_rows}
+    host = "the runs' host" if hosts == {record["float_fingerprint"]} else f"host {record['float_fingerprint']}"
     return [
         "",
-        f"Speed flags: {len(minutes)} bf16 runs took {statistics.mean(minutes):.0f} minutes on average "
-        f"({min(minutes):.0f}-{max(minutes):.0f}). Without them (fp32) the same runs would take about "
-        f"{statistics.mean(minutes) * bf16['speed_vs_fp32']:.0f} minutes each: bf16 autocast trained "
-        f"{bf16['speed_vs_fp32']:.2f}x ±{bf16['speed_vs_fp32_half_iqr']:.2f} as fast as fp32 at the same loss "
-        f"(`{record['command']}`, {record['date']}, "
-        + ("the runs' host" if same_host else f"host fingerprint {record['float_fingerprint']}")
-        + "; [table](../benchmarks/RESULTS.md)). That is an estimate from the measured ratio, validation passes "
-        "included at the same ratio: no converged run was trained in fp32.",
+        f"Speed flags: the {len(minutes)} bf16 runs took {statistics.mean(minutes):.0f} minutes on average "
+        f"({min(minutes):.0f}-{max(minutes):.0f}); in fp32 they would take about {statistics.mean(estimates):.0f}. "
+        f"That is an estimate, not a run: bf16 autocast trained {bf16['speed_vs_fp32']:.2f}x "
+        f"±{bf16['speed_vs_fp32_half_iqr']:.2f} as fast as fp32 at the same loss and validated at "
+        f"{1 / validation_ratio:.2f}x the time (`{record['command']}`, {record['date']}, {host}; "
+        "[table](../benchmarks/RESULTS.md)), applied to each run's training and validation minutes.",
     ]
+
+
+def _validation_minutes(grid: Grid, row: dict[str, Any]) -> float | None:
+    """Minutes of the validation passes in a run's training log (every sitting's, up to the checkpoint
+    a resumed sitting started from); None without the log."""
+    history = _log_history(grid, row)
+    return None if history is None else sum(entry.get("eval_runtime", 0.0) for entry in history) / 60
 
 
 def budget_label(grid: Grid, size: str) -> str:
