@@ -33,7 +33,7 @@ def experiments():
     from pathlib import Path
 
     folder = str(Path(__file__).resolve().parents[1] / "recipes" / "experiments")
-    names = ("archive", "grid", "run_grid", "report")
+    names = ("archive", "grid", "speeds", "comparisons", "figures", "run_grid", "report")
     shadowed = {name: sys.modules.pop(name) for name in names if name in sys.modules}
     sys.path.insert(0, folder)
     try:

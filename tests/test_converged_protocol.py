@@ -235,7 +235,7 @@ def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, e
     nothing was measured."""
     import json
 
-    report = experiments["report"]
+    speeds = experiments["speeds"]
     measured = tmp_path / "speed_flags.json"
     modes = {
         "fp32": {"speed_vs_fp32": 1.0, "speed_vs_fp32_half_iqr": 0.0, "evaluation_seconds": 30.0},
@@ -246,12 +246,12 @@ def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, e
     host = {"provenance": {"cpu": {"float_fingerprint": "abc"}}}
     rows = [{"precision": "bf16", "train_minutes": 80.0, **host}, {"precision": "bf16", "train_minutes": 100.0, **host}]
     validating = {80.0: 8.0, 100.0: None}  # the second run has no log: all its minutes count as training
-    lines = report._without_speed_flags(rows, lambda row: validating[row["train_minutes"]], measured)
+    lines = speeds.without_speed_flags(rows, lambda row: validating[row["train_minutes"]], measured)
     (line,) = [line for line in lines if line]
     # (72 x 1.25 + 8 x 0.75 + 100 x 1.25) / 2 = 110.5
     assert "2 bf16 runs took 90 minutes" in line and "would take about 110." in line
     assert "the runs' host" in line and "1.25x ±0.10" in line and "1.33x the time" in line
     other = [{**row, "provenance": {"cpu": {"float_fingerprint": "def"}}} for row in rows]
-    assert "host abc" in report._without_speed_flags(other, lambda row: None, measured)[1]
-    assert report._without_speed_flags([{**row, "precision": "fp32"} for row in rows], lambda row: None, measured) == []
-    assert report._without_speed_flags(rows, lambda row: None, tmp_path / "absent.json") == []
+    assert "host abc" in speeds.without_speed_flags(other, lambda row: None, measured)[1]
+    assert speeds.without_speed_flags([{**row, "precision": "fp32"} for row in rows], lambda row: None, measured) == []
+    assert speeds.without_speed_flags(rows, lambda row: None, tmp_path / "absent.json") == []

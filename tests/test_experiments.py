@@ -134,7 +134,7 @@ def test_every_variant_of_a_grid_gets_its_own_line_style(experiments, name):
     past the ten colours of the cycle (the committed grids have eleven variants)."""
     grid = experiments["grid"].Grid.load(EXPERIMENTS / name)
     variants = list(grid.variants) + [f"extra_{index}" for index in range(12)]
-    styles = experiments["report"].variant_styles(variants)
+    styles = experiments["figures"].variant_styles(variants)
     assert set(styles) == set(variants)
     assert styles["vanilla"]["color"] == "black"
     looks = {(style["color"], style["linestyle"]) for style in styles.values()}
@@ -146,7 +146,7 @@ def test_the_mean_learning_curve_averages_the_steps_every_seed_reached(experimen
         [(100, 1.0, 2.0), (200, 2.0, 6.0), (300, 3.0, 9.0)],
         [(100, 3.0, 4.0), (200, 6.0, 8.0)],  # stopped early: step 300 is not averaged
     ]
-    assert experiments["report"].mean_learning_curve(curves) == [(100, 2.0, 3.0), (200, 4.0, 7.0)]
+    assert experiments["figures"].mean_learning_curve(curves) == [(100, 2.0, 3.0), (200, 4.0, 7.0)]
 
 
 def test_each_grid_writes_its_own_page(finished_grid, experiments, tmp_path):
@@ -199,7 +199,7 @@ def test_the_speed_ratio_pairs_runs_by_seed_and_takes_the_median(experiments):
         ("graph_half_gate", "10k"): [{"seed": 2, "target_tokens_per_second": 1040.0}],
         ("graph_self_gate", "10k"): [{"seed": 4, "target_tokens_per_second": 1000.0}],  # no vanilla seed 4
     }
-    speed_ratio = experiments["report"]._speed_ratio
+    speed_ratio = experiments["speeds"].speed_ratio
     assert speed_ratio(rows_by, "graph_gate", ["10k", "full"]) == "0.80 (0.50-0.92)"
     assert speed_ratio(rows_by, "graph_half_gate", ["10k"]) == "0.80"  # one pair: no range
     assert speed_ratio(rows_by, "vanilla", ["10k"]) == "1.00"
@@ -230,10 +230,10 @@ def test_the_speed_ratio_pairs_only_runs_made_on_the_same_machine(experiments):
             {"seed": 5, "device": cpu, "concurrent_runs": 2, "target_tokens_per_second": 1000.0},
         ],
     }
-    assert experiments["report"]._speed_ratio(rows_by, "graph_gate", ["full"]) == "0.88 (0.85-0.90)"
-    cells = [experiments["report"]._device_cell(row) for row in rows_by[("graph_gate", "full")][1:3]]
+    assert experiments["speeds"].speed_ratio(rows_by, "graph_gate", ["full"]) == "0.88 (0.85-0.90)"
+    cells = [experiments["speeds"].device_cell(row) for row in rows_by[("graph_gate", "full")][1:3]]
     assert cells == [f"{cpu}, AMD EPYC AVX512", f"{cpu}, AMD EPYC AVX2"]
-    assert experiments["report"]._device_cell(rows_by[("vanilla", "full")][3]) == cpu
+    assert experiments["speeds"].device_cell(rows_by[("vanilla", "full")][3]) == cpu
 
 
 def test_the_speed_ratio_leaves_validation_out_only_where_every_run_can(experiments):
@@ -248,7 +248,7 @@ def test_the_speed_ratio_leaves_validation_out_only_where_every_run_can(experime
         {"seed": 2, "target_tokens_per_second": 1100.0},
     ]
     rows_by = {("vanilla", "10k"): vanilla, ("graph_gate", "10k"): gate}
-    speed_ratio = experiments["report"]._speed_ratio
+    speed_ratio = experiments["speeds"].speed_ratio
     assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: row.get("alone")) == "0.65 (0.55-0.75)"  # recorded
     vanilla[1]["alone"], gate[1]["alone"] = 2000.0, 1000.0
     assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: row.get("alone")) == "0.55 (0.50-0.60)"  # alone
@@ -270,19 +270,19 @@ def test_training_speed_leaves_the_validation_passes_out(finished_grid, experime
         validating = sum(entry["eval_runtime"] for entry in sitting if "eval_runtime" in entry)
         runtime = next(entry["train_runtime"] for entry in log if "train_runtime" in entry)
         assert validating > 0 and runtime == pytest.approx(row["train_seconds"], abs=0.05)
-        assert report.training_seconds(grid, row) == pytest.approx(runtime - validating)
+        assert experiments["speeds"].training_seconds(grid, row) == pytest.approx(runtime - validating)
         output = grid.output_root / row["run"]
         tokens = run_grid.target_tokens_per_epoch(
             output, str(grid.results.parent.parent / "corpus"), "train", "en", "es"
         )
         trained_epochs = row["epochs"] * (row["steps"] - (resumed or 0)) / row["steps"]
         assert row["target_tokens_per_second"] == pytest.approx(tokens * trained_epochs / runtime, rel=5e-3)
-        speed = report.training_speed(grid, row)
+        speed = experiments["speeds"].training_speed(grid, row)
         assert speed > row["target_tokens_per_second"]
         assert f"| {row['target_tokens_per_second']} | {speed} | {row['wall_seconds']} |" in page
-        steps, minutes, _ = report.learning_curve(grid, row)[-1]
+        steps, minutes, _ = experiments["figures"].learning_curve(grid, row)[-1]
         trained_steps = row["steps"] - (resumed or 0)
-        assert minutes == pytest.approx(steps * report.training_seconds(grid, row) / trained_steps / 60)
+        assert minutes == pytest.approx(steps * experiments["speeds"].training_seconds(grid, row) / trained_steps / 60)
     assert "| al_both-small-seed1 | cpu" in page and "| 2 (resumed at 1) |" in page
 
 

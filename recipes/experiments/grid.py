@@ -9,10 +9,12 @@ the repository: see `archive.py`).
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import archive
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -225,6 +227,40 @@ class Grid:
     def finished_rows(self) -> list[dict[str, Any]]:
         """This grid's rows in its results file (a results file may be shared by several grids)."""
         return [row for row in read_results(self.results) if row.get("grid") == self.name]
+
+    def rows_by_cell(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """The finished rows by (variant, size), each list in seed order. With tuning, the tuning runs at
+        values that were not chosen stay out of the cells (the report's tuning table shows them)."""
+        rows_by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        cells = {run.name for run in self.cell_runs()} if self.tuning is not None else None
+        for row in self.finished_rows():
+            if cells is None or row["run"] in cells:
+                rows_by[(row["variant"], row["size"])].append(row)
+        for runs in rows_by.values():
+            runs.sort(key=lambda row: row["seed"])
+        return rows_by
+
+    def hypotheses(self, row: dict[str, Any]) -> list[str] | None:
+        """A finished run's test translations, from its archive or else its output folder."""
+        return archive.read_hypotheses(self.archive_folder(row["run"]), REPO_ROOT / row["output_dir"])
+
+    def log_history(self, row: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """A finished run's training log, from its archive or else its output folder."""
+        return archive.read_log_history(self.archive_folder(row["run"]), REPO_ROOT / row["output_dir"])
+
+    def test_pairs(self, limit: int | None = None) -> tuple[list[str], list[str]]:
+        """Sources and references of the test split (the same for every size), ``limit`` of them spread
+        over the split; the corpus and languages come from the first variant's recipe."""
+        from hf_graphtf.data import load_parallel_corpus
+        from hf_graphtf.training.arguments import load_recipe
+
+        recipe = {**load_recipe(REPO_ROOT / next(iter(self.variants.values()))["recipe"]), **self.common}
+        src_lang, tgt_lang = recipe.get("src_lang", "es"), recipe.get("tgt_lang", "en")
+        corpus = resolve_corpus(recipe["corpus"])
+        data = load_parallel_corpus(corpus, src_lang=src_lang, tgt_lang=tgt_lang, split="test")
+        count = min(limit or len(data), len(data))
+        pairs = data.select([i * len(data) // count for i in range(count)])["translation"]
+        return [pair[src_lang] for pair in pairs], [pair[tgt_lang] for pair in pairs]
 
 
 def resolve_corpus(corpus: str) -> str:

@@ -1,0 +1,191 @@
+"""The comparison tables of a grid's page: each variant against vanilla, mean +- sd over seeds, the
+difference of means on the same seeds and sacreBLEU's paired bootstrap p on their pooled translations,
+laid out as the papers' tables or, across grids, as the verdict at each training budget."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from grid import REPO_ROOT, Grid
+from speeds import speed_ratio, speed_ratios, training_speed
+
+from hf_graphtf.graph_fusions import FUSIONS
+
+LINK_ROWS = ("vanilla", "al_encoder", "al_decoder", "al_both", "al_both_cumulative")
+
+
+#: the Graph-Transformer table: vanilla, one variant per registered fusion (named graph_<fusion>), then the
+#: option forms of the gate the grids run
+GRAPH_ROWS = (
+    "vanilla",
+    *(f"graph_{name}" for name in FUSIONS),
+    "graph_half_gate",
+    "graph_shared_gate",
+    "graph_gate_al_decoder",
+)
+
+
+BOOTSTRAP_SAMPLES = 1000
+
+
+def mean_sd(values: list[float]) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.2f} (n=1)"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)})"
+
+
+def paired_bootstrap(grid: Grid, baseline: list[dict], system: list[dict], references: list[str]) -> float | None:
+    """sacreBLEU's paired bootstrap p-value of ``system`` against ``baseline`` on the pooled translations
+    of the seeds both have (seed by seed, against the same references); None without translations."""
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    seeds = sorted({row["seed"] for row in baseline} & {row["seed"] for row in system})
+    pooled_base, pooled_system = [], []
+    for seed in seeds:
+        base = grid.hypotheses(next(row for row in baseline if row["seed"] == seed))
+        other = grid.hypotheses(next(row for row in system if row["seed"] == seed))
+        if base is None or other is None:
+            return None
+        pooled_base += base
+        pooled_system += other
+    if not seeds:
+        return None
+    test = PairedTest(
+        [("baseline", pooled_base), ("system", pooled_system)],
+        {"BLEU": BLEU()},
+        references=[references * len(seeds)],
+        test_type="bs",
+        n_samples=BOOTSTRAP_SAMPLES,
+    )
+    _, results = test()
+    return results["BLEU"][1].p_value
+
+
+def comparison_table(
+    grid: Grid,
+    rows_by: dict[tuple[str, str], list[dict]],
+    variants: tuple[str, ...],
+    sizes: list[str],
+    references: dict[str, list[str]],
+    with_cost: bool,
+) -> list[str]:
+    """A Markdown table: one row per variant that has runs, per size BLEU mean ± sd, Δ and p."""
+    header = ["variant"] + (["parameters", "speed vs vanilla"] if with_cost else [])
+    for size in sizes:
+        header += [f"BLEU {size}", "Δ", "p", f"tok. BLEU {size}"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for variant in variants:
+        if not any(rows_by.get((variant, size)) for size in sizes):
+            continue
+        cells = [variant]
+        if with_cost:
+            runs = [row for size in sizes for row in rows_by.get((variant, size), [])]
+            cells.append(f"{runs[0]['parameters'] / 1e6:.2f} M")
+            cells.append(speed_ratio(rows_by, variant, sizes, lambda row: training_speed(grid, row)))
+        for size in sizes:
+            runs = rows_by.get((variant, size), [])
+            base = rows_by.get(("vanilla", size), [])
+            bleu = [row["test"]["bleu"] for row in runs]
+            cells.append(mean_sd(bleu))
+            if variant == "vanilla" or not runs or not base:
+                cells += ["", ""]
+            else:
+                seeds = {row["seed"] for row in runs}
+                paired = [row for row in base if row["seed"] in seeds] or base  # same seeds as the variant's
+                delta = statistics.mean(bleu) - statistics.mean(row["test"]["bleu"] for row in paired)
+                p_value = paired_bootstrap(grid, base, runs, references[size]) if size in references else None
+                cells += [f"{delta:+.2f}", "–" if p_value is None else f"{p_value:.3f}"]
+            cells.append(mean_sd([row["test"]["bleu_tokenized"] for row in runs]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def budget_label(grid: Grid, size: str) -> str:
+    """How a size of a grid trains, for the budgets table: ``10K pairs, 600 steps`` or ``10K pairs, to a
+    plateau``."""
+    values = {**grid.common, **grid.sizes[size]}
+    data = {"train_10k": "10K pairs", "train": "full train set"}.get(values.get("train_split", "train"))
+    data = data or values.get("train_split", "train")
+    if values.get("early_stopping_patience", 100) < 50:
+        return f"{data}, to a plateau"
+    return f"{data}, {int(values['max_steps']):,} steps" if values.get("max_steps") else data
+
+
+def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
+    """Each variant's difference from vanilla (test BLEU, mean over seeds) and its paired-bootstrap p at
+    every budget of ``grids``, with the number of seeds, its parameters and its training speed: how the
+    verdict moves as training goes on. Budgets are ordered as given."""
+    columns: list[tuple[str, str, float]] = []
+    deltas, params, speeds = defaultdict(dict), {}, defaultdict(list)
+    for grid in grids:
+        rows_by = grid.rows_by_cell()
+        sizes = [size for size in grid.sizes if (("vanilla", size) in rows_by)]
+        references = test_references(grid, sizes)
+        for size in sizes:
+            label = budget_label(grid, size)
+            values = {**grid.common, **grid.sizes[size]}
+            plateau = values.get("early_stopping_patience", 100) < 50
+            columns.append((label, values.get("train_split", ""), float("inf") if plateau else values["max_steps"]))
+            base = rows_by[("vanilla", size)]
+            for variant in variants:
+                runs = rows_by.get((variant, size), [])
+                if variant == "vanilla" or not runs:
+                    continue
+                seeds = {row["seed"] for row in runs}
+                paired = [row for row in base if row["seed"] in seeds]
+                if not paired:
+                    continue
+                delta = statistics.mean(row["test"]["bleu"] for row in runs) - statistics.mean(
+                    row["test"]["bleu"] for row in paired
+                )
+                p_value = paired_bootstrap(grid, paired, runs, references[size]) if size in references else None
+                p_text = "" if p_value is None else f", p {p_value:.3f}"
+                deltas[variant][label] = f"{delta:+.2f} (n={len(paired)}{p_text})"
+                params.setdefault(variant, runs[0]["parameters"] / base[0]["parameters"] - 1)
+                speeds[variant] += speed_ratios(rows_by, variant, [size], lambda row, g=grid: training_speed(g, row))
+    # by training split (10K before the full set), then by training length, a plateau last
+    columns.sort(key=lambda column: (column[1] != "train_10k", column[1], column[2]))
+    labels = [column[0] for column in columns]
+    header = ["variant", *[f"Δ BLEU, {label}" for label in labels], "extra parameters", "training speed (pairs)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for variant in variants:
+        if variant == "vanilla" or variant not in deltas:
+            continue
+        cells = [deltas[variant].get(label, "–") for label in labels]
+        ratios = speeds.get(variant)
+        speed = f"{statistics.median(ratios):.2f}x ({len(ratios)})" if ratios else "–"
+        lines.append(f"| {variant} | " + " | ".join(cells) + f" | {params[variant]:+.0%} | {speed} |")
+    return lines
+
+
+BUDGETS_NOTE = (
+    "Training speed: the variant's training tokens/s over vanilla's run of the same size, seed and machine, "
+    "median over those pairs in every grid (their number in brackets); runs of a grid run hours apart on a "
+    "shared machine, so this is a rough guide, and the controlled comparison (interleaved, one process) is "
+    "recipes/benchmarks/RESULTS.md."
+)
+
+
+_BUDGETS: dict[Path, list[str]] = {}
+
+
+def grid_budgets_table(grid: Grid) -> list[str]:
+    """`budgets_table` of the grid's ``earlier_budgets`` and the grid itself, over the grid's own variants
+    (computed once per run of the report: the bootstrap tests take a while)."""
+    if grid.path not in _BUDGETS:
+        grids = [Grid.load(REPO_ROOT / path) for path in grid.earlier_budgets] + [grid]
+        _BUDGETS[grid.path] = budgets_table(grids, tuple(grid.variants))
+    return _BUDGETS[grid.path]
+
+
+def test_references(grid: Grid, sizes: list[str]) -> dict[str, list[str]]:
+    try:
+        _, references = grid.test_pairs()
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {size: references for size in sizes}

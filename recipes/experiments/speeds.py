@@ -1,0 +1,179 @@
+"""How fast a grid's runs trained, read from their rows and training logs, and what they would cost
+without the speed flags.
+
+A row records its tokens per second over the whole Trainer run, validation passes included; the
+training log says how long those passes took, so the speed of the training steps alone can be
+recovered (``training_speed``). Speed ratios against vanilla pair runs of the same size and seed on the
+same machine (``speed_ratio``), because a shared machine's speed drifts between sittings.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from grid import REPO_ROOT, Grid, cpus_differ
+
+
+def training_seconds(grid: Grid, row: dict[str, Any]) -> float | None:
+    """Seconds the run spent on its training steps: the Trainer's ``train_runtime`` less the validation
+    passes inside it, from the run's training log; None without the log.
+
+    Each validation generates greedily for ``max_eval_samples`` sentences; how long that takes depends
+    on the validation settings and on how long the model's outputs are at that moment (an early model
+    runs to ``generation_max_length``), not on the cost of a training step. In the Bible grids it is
+    8-9% of ``train_runtime``. A resumed run's runtime is its last sitting's, so only the validations
+    that sitting ran (after ``resumed_from_step``) are subtracted.
+    """
+    times = runtime_and_training_seconds(grid.log_history(row), row)
+    return times[1] if times else None
+
+
+def training_speed(grid: Grid, row: dict[str, Any]) -> float | None:
+    """Target tokens per second of training steps alone (``training_seconds``); None without the log.
+
+    The recorded speed is the run's target tokens over the logged ``train_runtime``, so rescaling it by
+    that runtime over the training seconds gives the same tokens over the shorter time."""
+    times = runtime_and_training_seconds(grid.log_history(row), row)
+    recorded = row.get("target_tokens_per_second")
+    return round(recorded * times[0] / times[1], 1) if times and recorded else None
+
+
+def runtime_and_training_seconds(
+    history: list[dict[str, Any]] | None, row: dict[str, Any]
+) -> tuple[float, float] | None:
+    """(``train_runtime``, that less the ``eval_runtime`` of each validation after the row's
+    ``resumed_from_step``) from the run's training log. The log's runtime is unrounded: the row keeps
+    it to 0.1 s, too coarse for short runs whose validation takes most of it. A resumed run's log keeps
+    the earlier sittings' validations (up to the checkpoint it resumed from) but its runtime is the
+    last sitting's alone."""
+    runtimes = [entry["train_runtime"] for entry in history or [] if "train_runtime" in entry]
+    if not runtimes:
+        return None
+    from_step = row.get("resumed_from_step") or 0
+    validating = sum(entry.get("eval_runtime", 0.0) for entry in history if entry.get("step", 0) > from_step)
+    return (runtimes[-1], runtimes[-1] - validating) if validating < runtimes[-1] else None
+
+
+def speed_ratio(
+    rows_by: dict[tuple[str, str], list[dict]],
+    variant: str,
+    sizes: list[str],
+    speed_of: Callable[[dict[str, Any]], float | None] = lambda row: None,
+) -> str:
+    """The variant's training speed over vanilla's: the median of the ratios of each of its runs to
+    vanilla's run of the same size and seed, with their range where they differ, e.g. ``0.98 (0.90-1.16)``.
+
+    A grid runs seed by seed, so a seed's vanilla run and the variant's run share a stretch of hours on
+    one machine, while the machine's own speed drifts between stretches (the Bible v2 grid's runs were
+    about 20% faster, CPU seconds included, from one morning on). Comparing fastest with fastest mixed
+    stretches; pairing by seed does not, and the median over pairs discards one pair that straddled
+    such a change or shared the cores with other work. The range shows how far the pairs disagree. A
+    pair whose runs ran on different machines (``same_machine``) is left out: a grid can span hosts,
+    and another host's kernels run at another speed.
+
+    ``speed_of`` gives a run's speed without its validation passes (``training_speed``); at a size
+    where some run on either side lacks it, both sides fall back to the recorded figure, which
+    includes them, so that a ratio never compares one measure with the other.
+    """
+    ratios = speed_ratios(rows_by, variant, sizes, speed_of)
+    if not ratios:
+        return "–"
+    if min(ratios) == max(ratios):  # one pair, or vanilla against itself
+        return f"{ratios[0]:.2f}"
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def speed_ratios(
+    rows_by: dict[tuple[str, str], list[dict]],
+    variant: str,
+    sizes: list[str],
+    speed_of: Callable[[dict[str, Any]], float | None],
+) -> list[float]:
+    """The ratios `speed_ratio` summarises: one per run of the variant that has a vanilla run of the same
+    size and seed on the same machine."""
+    ratios = []
+    for size in sizes:
+        runs, base = rows_by.get((variant, size), []), rows_by.get(("vanilla", size), [])
+        speeds = {id(row): speed_of(row) for row in runs + base}
+        if None in speeds.values():
+            speeds = {id(row): row.get("target_tokens_per_second") for row in runs + base}
+        base_by_seed = {row.get("seed"): row for row in base}
+        pairs = [(row, base_by_seed.get(row.get("seed"))) for row in runs]
+        ratios += [
+            speeds[id(row)] / speeds[id(vanilla)]
+            for row, vanilla in pairs
+            if vanilla is not None and speeds[id(row)] and speeds[id(vanilla)] and same_machine(row, vanilla)
+        ]
+    return ratios
+
+
+def same_machine(row: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two runs' speeds compare like with like: the same device and ``--jobs`` setting, and CPU
+    records (model, vector kernels, float fingerprint) that do not disagree."""
+    return (row.get("device"), row.get("concurrent_runs", 1)) == (
+        other.get("device"),
+        other.get("concurrent_runs", 1),
+    ) and not cpus_differ(cpu_record(row), cpu_record(other))
+
+
+def cpu_record(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The CPU record of a row's provenance (None for rows made before provenance was recorded)."""
+    return (row.get("provenance") or {}).get("cpu")
+
+
+def device_cell(row: dict[str, Any]) -> str:
+    """The row's device, with its CPU's model and vector kernels where the row records them: runs of
+    one grid may come from different hosts, whose float sums and speeds differ."""
+    cpu = cpu_record(row) or {}
+    named = " ".join(str(cpu[key]) for key in ("model", "kernels") if cpu.get(key))
+    return f"{row['device']}, {named}" if named else row["device"]
+
+
+SPEED_FLAGS = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags.json"
+
+
+def without_speed_flags(
+    stopped: list[dict[str, Any]],
+    validation_minutes: Callable[[dict[str, Any]], float | None],
+    measured: Path = SPEED_FLAGS,
+) -> list[str]:
+    """What the bf16 runs would have cost in fp32, from ``recipes/benchmarks/speed_flags.py --json``,
+    which trains both side by side: each run's training minutes times bf16's training speed-up, and its
+    validation minutes (from its log) times the measured fp32/bf16 ratio of one validation pass (bf16
+    generation is not faster on a CPU). No grid trains a run twice to measure this, so it is an
+    estimate, and the page says so and on which host the ratios were measured."""
+    bf16_rows = [row for row in stopped if row.get("precision") == "bf16" and row.get("train_minutes")]
+    if not bf16_rows or not measured.is_file():
+        return []
+    record = json.loads(measured.read_text(encoding="utf-8"))
+    fp32, bf16 = record["modes"].get("fp32"), record["modes"].get("bf16")
+    if not fp32 or not bf16:
+        return []
+    validation_ratio = fp32["evaluation_seconds"] / bf16["evaluation_seconds"]
+    minutes, estimates = [], []
+    for row in bf16_rows:
+        validating = min(validation_minutes(row) or 0.0, row["train_minutes"])
+        minutes.append(row["train_minutes"])
+        estimates.append((row["train_minutes"] - validating) * bf16["speed_vs_fp32"] + validating * validation_ratio)
+    hosts = {(cpu_record(row) or {}).get("float_fingerprint") for row in bf16_rows}
+    host = "the runs' host" if hosts == {record["float_fingerprint"]} else f"host {record['float_fingerprint']}"
+    return [
+        "",
+        f"Speed flags: the {len(minutes)} bf16 runs took {statistics.mean(minutes):.0f} minutes on average "
+        f"({min(minutes):.0f}-{max(minutes):.0f}); in fp32 they would take about {statistics.mean(estimates):.0f}. "
+        f"That is an estimate, not a run: bf16 autocast trained {bf16['speed_vs_fp32']:.2f}x "
+        f"±{bf16['speed_vs_fp32_half_iqr']:.2f} as fast as fp32 at the same loss and validated at "
+        f"{1 / validation_ratio:.2f}x the time (`{record['command']}`, {record['date']}, {host}; "
+        "[table](../benchmarks/RESULTS.md)), applied to each run's training and validation minutes.",
+    ]
+
+
+def validation_minutes(grid: Grid, row: dict[str, Any]) -> float | None:
+    """Minutes of the validation passes in a run's training log (every sitting's, up to the checkpoint
+    a resumed sitting started from); None without the log."""
+    history = grid.log_history(row)
+    return None if history is None else sum(entry.get("eval_runtime", 0.0) for entry in history) / 60
