@@ -503,3 +503,12 @@ def test_restore_archives_nothing_that_does_not_match_its_row(finished_grid, exp
     assert "float sums" in experiments["run_grid"].rerun_problem({**row, "provenance": other_host}, run, processes=1)
     older = {**row["provenance"], "cpu": {"model": cpu["model"], "kernels": cpu["kernels"]}}
     assert experiments["run_grid"].rerun_problem({**row, "provenance": older}, run, processes=1) is None
+
+
+@pytest.mark.parametrize("script", ["run_grid.py", "report.py"])
+def test_the_experiment_scripts_run_as_scripts(script):
+    """Each script does its work when run as the README runs it (``python recipes/experiments/...``), not
+    only when a test calls its ``main``."""
+    result = run_python(str(EXPERIMENTS / script), "--help")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("usage:") and "grid" in result.stdout

@@ -392,3 +392,7 @@ def main(argv: list[str] | None = None) -> int:
             update_readme(args.readme, page)
     print(page)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
