@@ -102,7 +102,9 @@ def mean_learning_curve(curves: list[list[tuple[int, float, float]]]) -> list[tu
     ]
 
 
-def plot_learning_curves(grid: Grid, rows_by: dict[tuple[str, str], list[dict]], size: str, path: Path) -> Path | None:
+def plot_learning_curves(
+    grid: Grid, rows_by: dict[tuple[str, str], list[dict]], size: str, path: Path, title: str | None = None
+) -> Path | None:
     """Validation BLEU against steps and against minutes: each seed a thin line, each variant's mean
     over its seeds a bold one (at the evaluations every seed reached), so a grid's thirty-odd runs
     still read as one line per variant."""
@@ -138,7 +140,7 @@ def plot_learning_curves(grid: Grid, rows_by: dict[tuple[str, str], list[dict]],
     by_minute.set_xlabel("minutes of training")
     by_step.set_ylabel("validation BLEU (greedy)")
     by_step.legend(fontsize="small")
-    figure.suptitle(f"Learning curves, {size} (bold: mean over seeds; thin: each seed)")
+    figure.suptitle(title or f"Learning curves, {size} (bold: mean over seeds; thin: each seed)")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

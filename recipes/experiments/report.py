@@ -169,7 +169,8 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         }
         figure = grid.results.parent / "figures" / grid.name / f"tuning_{size}.png"
         figure.parent.mkdir(parents=True, exist_ok=True)
-        if curves and plot_learning_curves(grid, curves, size, figure):
+        title = f"Tuning {tuning.field} of {tuning.variant}, seed {tuning.seed}, {size}: each run until it stopped"
+        if curves and plot_learning_curves(grid, curves, size, figure, title):
             lines[4:4] = [f"![tuning learning curves, {size}](figures/{grid.name}/{figure.name})", ""]
         chosen = grid.tuned_value(size)
         for value, run in zip(tuning.values, grid.tuning_runs(size)):
