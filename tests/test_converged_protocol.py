@@ -219,7 +219,7 @@ def test_the_converged_grid_keeps_the_early_budget_grids_training_and_its_protoc
     common = converged.common
     assert (common["eval_steps"], common["save_steps"], common["early_stopping_patience"]) == (250, 250, 8)
     assert common["max_steps"] >= 40 * 250 and common["test_num_beams"] == 5 and common["precision"] == "auto"
-    assert converged.tuning.field == "dropout" and converged.tuning.values == [0.1, 0.2, 0.3]
+    assert converged.tuning.field == "dropout" and converged.tuning.values == [0.1, 0.2, 0.3, 0.4]
     assert "dropout" not in common and converged.seeds == [1, 2, 3]
     assert set(converged.variants) == {"vanilla", "al_both", "al_both_cumulative", "graph_half_gate", "graph_self_gate"}
     from hf_graphtf.training.arguments import ARGUMENT_CLASSES
