@@ -255,3 +255,43 @@ def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, e
     assert "host abc" in speeds.without_speed_flags(other, lambda row: None, measured)[1]
     assert speeds.without_speed_flags([{**row, "precision": "fp32"} for row in rows], lambda row: None, measured) == []
     assert speeds.without_speed_flags(rows, lambda row: None, tmp_path / "absent.json") == []
+
+
+def test_the_page_prices_the_runs_left_at_the_finished_runs_most_like_them(tmp_path, experiments):
+    """Before the tuning has chosen, every run left costs the longest finished run; afterwards a variant
+    with no run yet costs vanilla's run at the chosen value, and one with runs costs their mean."""
+    grid_module, speeds = experiments["grid"], experiments["speeds"]
+    spec = {
+        "name": "priced",
+        "results": str(tmp_path / "results.jsonl"),
+        "output_root": str(tmp_path / "outputs"),
+        "seeds": [1, 2],
+        "common": {},
+        "sizes": {"small": {"train_split": "train"}},
+        "tuning": {"variant": "vanilla", "field": "dropout", "values": [0.1, 0.2], "seed": 1},
+        "variants": {
+            "vanilla": {"recipe": "recipes/configs/bible_es_en_10k_vanilla.yaml"},
+            "al_both": {"recipe": "recipes/configs/bible_es_en_10k_al_both.yaml"},
+        },
+    }
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    grid = grid_module.Grid.load(path)
+
+    def finish(run: str, minutes: float, bleu: float = 0.0) -> list[dict]:
+        with grid.results.open("a", encoding="utf-8") as results:
+            results.write(
+                json.dumps({"grid": "priced", "run": run, "train_minutes": minutes, "valid": {"bleu": bleu}}) + "\n"
+            )
+        return grid.finished_rows()
+
+    assert speeds.remaining_minutes(grid, []) is None
+    # runs left: dropout 0.2, al_both seed 1, vanilla and al_both seed 2, all at the longest finished run
+    assert speeds.remaining_minutes(grid, finish("vanilla-small-seed1-dropout0.1", 80.0, bleu=22.0)) == (4, 320.0, 80.0)
+    rows = finish("vanilla-small-seed1-dropout0.2", 100.0, bleu=21.0)  # 0.1 is chosen, and 0.2 took longer
+    assert speeds.remaining_minutes(grid, rows) == (3, 3 * 80.0, 100.0)
+    rows = finish("al_both-small-seed1", 130.0)
+    assert speeds.remaining_minutes(grid, rows) == (2, 80.0 + 130.0, 130.0)
+    rows = finish("vanilla-small-seed2", 90.0)
+    assert speeds.remaining_minutes(grid, rows) == (1, 130.0, 130.0)
+    assert speeds.remaining_minutes(grid, finish("al_both-small-seed2", 120.0)) is None

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import statistics
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +40,7 @@ from comparisons import (
 )
 from figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
 from grid import REPO_ROOT, Grid
-from speeds import device_cell, training_speed, validation_minutes, without_speed_flags
+from speeds import device_cell, remaining_minutes, training_speed, validation_minutes, without_speed_flags
 
 
 def write_report(grid: Grid, analysis: bool = True) -> Path:
@@ -214,20 +212,16 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
             f"| {row['run']} | {row['steps']} | {row['stop_reason']} | {row.get('best_step') or '–'} | "
             f"{row['valid']['bleu']} | {row['test']['bleu']} | {_minutes(row)} | {row.get('precision') or 'fp32'} |"
         )
-    finished = {row["run"] for row in rows}
-    to_run = [run for run in grid.runs() if run.name not in finished]
-    minutes_by_variant: dict[str, list[float]] = defaultdict(list)
-    for row in stopped:
-        if row.get("train_minutes"):
-            minutes_by_variant[row["variant"]].append(row["train_minutes"])
-    every = [minutes for values in minutes_by_variant.values() for minutes in values]
-    if to_run and every:
-        estimate = sum(statistics.mean(minutes_by_variant.get(run.variant) or every) for run in to_run)
+    left = remaining_minutes(grid, rows)
+    if left is not None:
+        count, minutes, longest = left
+        field = grid.tuning.field if grid.tuning is not None else "tuned value"
         lines += [
             "",
-            f"Still to run: {len(to_run)} runs, about {estimate / 60:.1f} hours of training at the minutes each "
-            "variant's finished runs took (a variant with none yet at the mean of all finished runs, "
-            f"{statistics.mean(every):.0f} minutes; on this 2-core machine, one run at a time).",
+            f"Still to run: {count} runs, about {minutes / 60:.1f} hours of training (on this 2-core machine, one "
+            "run at a time), each priced at the finished runs most like it: its variant's, on average; for a "
+            f"variant with none yet, vanilla's run at the chosen {field}; for a tuning run, or before the tuning "
+            f"has chosen, the longest finished run ({longest:.0f} minutes).",
         ]
     return [*lines, *without_speed_flags(stopped, lambda row: validation_minutes(grid, row)), ""]
 

@@ -177,3 +177,35 @@ def validation_minutes(grid: Grid, row: dict[str, Any]) -> float | None:
     a resumed sitting started from); None without the log."""
     history = grid.log_history(row)
     return None if history is None else sum(entry.get("eval_runtime", 0.0) for entry in history) / 60
+
+
+def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> tuple[int, float, float] | None:
+    """How many of the grid's runs have not finished, what they will cost in training minutes, and the
+    longest finished run's minutes; None when none is left or none has finished with its minutes.
+
+    Each run left is priced at the finished runs most like it: its variant's runs in the cells, mean
+    minutes. A variant with none yet is priced at the baseline's run at the tuned value (the same
+    protocol and the value every variant uses). A tuning run, or any run before the tuning has
+    chosen, at the longest finished run: tuning values differ in how long they train until they stop,
+    so their mean would price the next value at a guess, and a cautious one serves the reader better."""
+    finished = {row["run"]: row for row in rows}
+    to_run = [run for run in grid.runs() if run.name not in finished]
+    timed = {name: row["train_minutes"] for name, row in finished.items() if row.get("train_minutes")}
+    if not to_run or not timed:
+        return None
+    longest = max(timed.values())
+    tuning = {run.name for size in grid.sizes for run in grid.tuning_runs(size)}
+    by_variant: dict[str, list[float]] = {}
+    for run in grid.cell_runs():
+        if run.name in timed:
+            by_variant.setdefault(run.variant, []).append(timed[run.name])
+    chosen = {run.size: timed.get(run.name) for run in grid.cell_runs() if run.name in tuning}
+    total = 0.0
+    for run in to_run:
+        if run.name in tuning:
+            total += longest
+        elif by_variant.get(run.variant):
+            total += statistics.mean(by_variant[run.variant])
+        else:
+            total += chosen.get(run.size) or longest
+    return len(to_run), total, longest
