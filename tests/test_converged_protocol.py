@@ -219,7 +219,8 @@ def test_the_converged_grid_keeps_the_early_budget_grids_training_and_its_protoc
     common = converged.common
     assert (common["eval_steps"], common["save_steps"], common["early_stopping_patience"]) == (250, 250, 8)
     assert common["max_steps"] >= 40 * 250 and common["test_num_beams"] == 5 and common["precision"] == "auto"
-    assert converged.tuning.field == "dropout" and converged.tuning.values == [0.1, 0.2, 0.3, 0.4]
+    assert converged.tuning.field == "dropout" and converged.tuning.values == [0.1, 0.2, 0.3]
+    assert (converged.tuning.step, converged.tuning.bounds) == (0.1, (0.0, 0.5))
     assert "dropout" not in common and converged.seeds == [1, 2, 3]
     assert set(converged.variants) == {"vanilla", "al_both", "al_both_cumulative", "graph_half_gate", "graph_self_gate"}
     from hf_graphtf.training.arguments import ARGUMENT_CLASSES
@@ -295,3 +296,109 @@ def test_the_page_prices_the_runs_left_at_the_finished_runs_most_like_them(tmp_p
     rows = finish("vanilla-small-seed2", 90.0)
     assert speeds.remaining_minutes(grid, rows) == (1, 130.0, 130.0)
     assert speeds.remaining_minutes(grid, finish("al_both-small-seed2", 120.0)) is None
+
+
+def _tuning_grid(tmp_path: Path, experiments, **tuning) -> object:
+    """A grid of vanilla and al_both, seeds 1 and 2, that tunes vanilla's dropout as ``tuning`` says;
+    its results file is written by hand, so that any validation BLEU can be set."""
+    spec = {
+        "name": "tuned",
+        "results": str(tmp_path / "results.jsonl"),
+        "output_root": str(tmp_path / "outputs"),
+        "seeds": [1, 2],
+        "common": {},
+        "sizes": {"small": {"train_split": "train"}},
+        "tuning": {"variant": "vanilla", "field": "dropout", "seed": 1, **tuning},
+        "variants": {
+            "vanilla": {"recipe": "recipes/configs/bible_es_en_10k_vanilla.yaml"},
+            "al_both": {"recipe": "recipes/configs/bible_es_en_10k_al_both.yaml"},
+        },
+    }
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return experiments["grid"].Grid.load(path)
+
+
+def _finish(grid, run: str, bleu: float) -> None:
+    with grid.results.open("a", encoding="utf-8") as results:
+        results.write(json.dumps({"grid": grid.name, "run": run, "train_minutes": 1.0, "valid": {"bleu": bleu}}) + "\n")
+
+
+def test_a_tuning_range_grows_while_its_best_value_lies_at_an_edge(tmp_path, experiments):
+    """The best at the top edge adds the next value up, the best at the bottom edge the next one down,
+    within the bounds; the tuned value is known only once the best lies inside the range or at a bound."""
+    grid = _tuning_grid(tmp_path, experiments, values=[0.2, 0.3], extend={"step": 0.1, "bounds": [0.0, 0.5]})
+    assert grid.tuning_values("small") == [0.2, 0.3]
+    _finish(grid, "vanilla-small-seed1-dropout0.2", 20.0)
+    assert grid.tuning_values("small") == [0.2, 0.3]  # not every value has finished
+    _finish(grid, "vanilla-small-seed1-dropout0.3", 21.0)
+    assert grid.tuning_values("small") == [0.2, 0.3, 0.4] and grid.tuned_value("small") is None
+    assert [run.name for run in grid.runs()][:3] == [f"vanilla-small-seed1-dropout{v}" for v in (0.2, 0.3, 0.4)]
+    assert all(run.waits_for_tuning for run in grid.runs()[3:])
+    _finish(grid, "vanilla-small-seed1-dropout0.4", 22.0)
+    _finish(grid, "vanilla-small-seed1-dropout0.5", 23.0)  # at the upper bound: chosen though at the edge
+    assert grid.tuning_values("small") == [0.2, 0.3, 0.4, 0.5] and grid.tuned_value("small") == 0.5
+
+    low = _tuning_grid(tmp_path / "low", experiments, values=[0.2, 0.3], extend={"step": 0.1, "bounds": [0.1, 0.5]})
+    _finish(low, "vanilla-small-seed1-dropout0.2", 21.0)
+    _finish(low, "vanilla-small-seed1-dropout0.3", 21.0)  # a tie goes to the first listed: the bottom edge
+    assert low.tuning_values("small") == [0.2, 0.3, 0.1] and low.tuned_value("small") is None
+    _finish(low, "vanilla-small-seed1-dropout0.1", 20.0)
+    assert low.tuned_value("small") == 0.2
+    assert [run.overrides["dropout"] for run in low.runs() if run.variant == "al_both"] == [0.2, 0.2]
+
+    fixed = _tuning_grid(tmp_path / "fixed", experiments, values=[0.2, 0.3])  # without extend: as listed
+    _finish(fixed, "vanilla-small-seed1-dropout0.2", 20.0)
+    _finish(fixed, "vanilla-small-seed1-dropout0.3", 21.0)
+    assert fixed.tuning_values("small") == [0.2, 0.3] and fixed.tuned_value("small") == 0.3
+
+
+@pytest.mark.parametrize(
+    ("extend", "message"),
+    [
+        ({"step": 0.1}, "takes step and bounds"),
+        ({"step": 0, "bounds": [0.0, 0.5]}, "step must be a positive number"),
+        ({"step": 0.1, "bounds": [0.5, 0.0]}, r"bounds must be \[lowest, highest\]"),
+        ({"step": 0.1, "bounds": [0.3, 0.5]}, r"values \[0.2\] lie outside"),
+    ],
+)
+def test_a_tuning_extension_that_cannot_work_is_refused_when_the_grid_is_read(tmp_path, experiments, extend, message):
+    with pytest.raises(ValueError, match=message):
+        _tuning_grid(tmp_path, experiments, values=[0.2, 0.3], extend=extend)
+
+
+def test_the_runner_grows_the_tuning_range_then_runs_the_variants_at_the_tuned_value(tmp_path, experiments, capsys):
+    """Dropout 0.0 already in, below any trained run: the runner trains 0.1, finds the best at the top
+    edge, trains the next value up, and once the best lies inside the range (or at the bound), the
+    variants at that value, in one command."""
+    corpus = write_tiny_corpus(tmp_path / "corpus", {"train": 64, "valid": 8, "test": 8})
+    vanilla = write_recipe(tmp_path / "vanilla.yaml", tiny_recipe(corpus, tmp_path / "unused", attention_link="none"))
+    al_both = write_recipe(tmp_path / "al_both.yaml", tiny_recipe(corpus, tmp_path / "unused"))
+    spec = {
+        "name": "tuned",
+        "results": str(tmp_path / "results.jsonl"),
+        "output_root": str(tmp_path / "outputs"),
+        "seeds": [1],
+        "common": {"eval_steps": 1, "save_steps": 1, "max_steps": 2},
+        "sizes": {"small": {"train_split": "train"}},
+        "tuning": {"variant": "vanilla", "field": "dropout", "values": [0.0, 0.1], "seed": 1,
+                   "extend": {"step": 0.1, "bounds": [0.0, 0.5]}},
+        "variants": {"vanilla": {"recipe": str(vanilla)}, "al_both": {"recipe": str(al_both)}},
+    }  # fmt: skip
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    grid = experiments["grid"].Grid.load(path)
+    _finish(grid, "vanilla-small-seed1-dropout0.0", -1.0)  # below any BLEU a trained run can reach
+    assert experiments["run_grid"].main([str(path)]) == 0
+    rows = {row["run"]: row for row in experiments["grid"].read_results(grid.results)}
+    values = grid.tuning_values("small")
+    bleu = {value: rows[f"vanilla-small-seed1-dropout{value}"]["valid"]["bleu"] for value in values}
+    tuned = grid.tuned_value("small")
+    # the range grew until the best (the first listed on a tie) lay inside it or at the upper bound
+    assert values[:3] == [0.0, 0.1, 0.2] and values == sorted(values)
+    assert tuned == max(values, key=lambda value: (bleu[value], -value)) and (tuned < values[-1] or tuned == 0.5)
+    assert rows["al_both-small-seed1"]["overrides"]["dropout"] == tuned
+    out = capsys.readouterr().out
+    assert "the best dropout lay at the edge of the range, which grows to 0.0, 0.1, 0.2" in out
+    assert f"Tuning: dropout {tuned} at small" in out

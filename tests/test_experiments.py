@@ -288,7 +288,7 @@ def test_training_speed_leaves_the_validation_passes_out(finished_grid, experime
 
 def test_jobs_run_side_by_side_and_a_failed_run_starts_no_more(tmp_path, experiments, capsys):
     """``--jobs 2``: the runs overlap, the parent alone writes rows, and after a failed run the running
-    one finishes with its row while the queued one never starts."""
+    one finishes with its row while the queued one never starts; the command exits 1."""
     path = write_grid(tmp_path, seeds=(1,))
     spec = yaml.safe_load(path.read_text())
     broken = write_recipe(tmp_path / "broken.yaml", {**yaml.safe_load((tmp_path / "vanilla.yaml").read_text())})
@@ -299,7 +299,7 @@ def test_jobs_run_side_by_side_and_a_failed_run_starts_no_more(tmp_path, experim
     }
     path.write_text(yaml.safe_dump(spec, sort_keys=False))  # the runs start in this order
     grid = experiments["grid"].Grid.load(path)
-    assert experiments["run_grid"].main([str(path), "--jobs", "2"]) == 0
+    assert experiments["run_grid"].main([str(path), "--jobs", "2"]) == 1  # a failed run fails the command
     out = capsys.readouterr().out
     assert "vanilla-small-seed1: started" in out and "broken-small-seed1: started" in out
     assert "broken-small-seed1 failed (exit 2)" in out

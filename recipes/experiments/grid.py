@@ -51,9 +51,35 @@ class Tuning:
     field: str
     values: list[Any]
     seed: int
+    #: grow the range by this much on the side where the best value lies at its edge (None: fixed values)
+    step: float | None = None
+    #: the lowest and highest value the range may grow to
+    bounds: tuple[float, float] | None = None
 
     def tag(self, value: Any) -> str:
         return f"{self.field}{value}"
+
+    def values_tried(self, valid_bleu: dict[Any, float]) -> list[Any]:
+        """The values to train, given the validation BLEU of those finished (``valid_bleu``): the listed
+        ones, and, while every one of them has finished and the best lies at the edge of the range, the
+        next value beyond that edge, within ``bounds``. A best value at the edge of the range is not yet
+        a tuned one: the value just beyond might be better still."""
+        values = list(self.values)
+        while self.step is not None and all(value in valid_bleu for value in values):
+            best = self.best(values, valid_bleu)
+            low, high = self.bounds
+            if best == max(values) and round(best + self.step, 10) <= high:
+                values.append(round(best + self.step, 10))
+            elif best == min(values) and round(best - self.step, 10) >= low:
+                values.append(round(best - self.step, 10))
+            else:
+                break
+        return values
+
+    @staticmethod
+    def best(values: list[Any], valid_bleu: dict[Any, float]) -> Any:
+        """The value with the best validation BLEU (the first listed on a tie)."""
+        return max(values, key=lambda value: (valid_bleu[value], -values.index(value)))
 
 
 @dataclass
@@ -103,6 +129,8 @@ class Grid:
             tuning = Tuning(
                 tuning_spec["variant"], tuning_spec["field"], list(tuning_spec["values"]), tuning_spec["seed"]
             )
+            if "extend" in tuning_spec:
+                tuning = replace(tuning, **_tuning_extension(path, tuning, tuning_spec["extend"]))
             if tuning.variant not in variants:
                 raise ValueError(f"{path}: tuning names unknown variant {tuning.variant!r}")
             if len(tuning.values) < 2:
@@ -185,6 +213,25 @@ class Grid:
         overrides["output_dir"] = str(output_dir)
         return replace(run, output_dir=output_dir)
 
+    def tuning_values(self, size: str) -> list[Any]:
+        """The values of the tuned field that one size trains, in the order they run: the listed ones and
+        those the range grew by (``Tuning.values_tried``); none without tuning."""
+        if self.tuning is None:
+            return []
+        tuning = self.tuning
+        rows = {row["run"]: row for row in self.finished_rows()}
+        candidates = [*tuning.values]
+        if tuning.step is not None:
+            low, high = tuning.bounds
+            count = int(round((high - low) / tuning.step)) + 1
+            candidates += [round(low + index * tuning.step, 10) for index in range(count)]
+        valid_bleu = {}
+        for value in candidates:
+            name = self._run(tuning.variant, size, tuning.seed, {}, tuning.tag(value)).name
+            if name in rows:
+                valid_bleu[value] = rows[name]["valid"]["bleu"]
+        return tuning.values_tried(valid_bleu)
+
     def tuning_runs(self, size: str) -> list[Run]:
         """The tuning runs of one size, one per value (none without tuning)."""
         if self.tuning is None:
@@ -192,19 +239,20 @@ class Grid:
         tuning = self.tuning
         return [
             self._run(tuning.variant, size, tuning.seed, {tuning.field: value}, tuning.tag(value))
-            for value in tuning.values
+            for value in self.tuning_values(size)
         ]
 
     def tuned_value(self, size: str) -> Any:
         """The tuned field's value with the best validation BLEU over the size's tuning runs (the first
         listed on a tie), or None while any of them has not finished."""
         rows = {row["run"]: row for row in self.finished_rows()}
-        scores = []
-        for value, run in zip(self.tuning.values, self.tuning_runs(size)):
+        values = self.tuning_values(size)
+        valid_bleu = {}
+        for value, run in zip(values, self.tuning_runs(size)):
             if run.name not in rows:
                 return None
-            scores.append((rows[run.name]["valid"]["bleu"], -len(scores), value))
-        return max(scores)[2]
+            valid_bleu[value] = rows[run.name]["valid"]["bleu"]
+        return self.tuning.best(values, valid_bleu)
 
     def cell_runs(self) -> list[Run]:
         """The runs whose rows fill the grid's cells: every run, less the tuning runs at values that were
@@ -274,6 +322,22 @@ def cpus_differ(recorded: dict[str, Any] | None, other: dict[str, Any] | None) -
     one counts as agreeing: rows made before the records existed are judged by their scores alone, and
     rows made before the float fingerprint was recorded on model and vector kernels alone."""
     return bool(recorded) and bool(other) and any(recorded[key] != other[key] for key in recorded.keys() & other.keys())
+
+
+def _tuning_extension(path: Path, tuning: Tuning, extend: Any) -> dict[str, Any]:
+    """``step`` and ``bounds`` of a tuning's ``extend: {step: 0.1, bounds: [0.0, 0.5]}``, checked."""
+    if not isinstance(extend, dict) or set(extend) != {"step", "bounds"}:
+        raise ValueError(f"{path}: tuning.extend takes step and bounds, as in {{step: 0.1, bounds: [0.0, 0.5]}}")
+    step, bounds = extend["step"], extend["bounds"]
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or step <= 0:
+        raise ValueError(f"{path}: tuning.extend.step must be a positive number; got {step!r}")
+    numbers = isinstance(bounds, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bounds)
+    if not numbers or len(bounds) != 2 or bounds[0] > bounds[1]:
+        raise ValueError(f"{path}: tuning.extend.bounds must be [lowest, highest]; got {bounds!r}")
+    outside = [value for value in tuning.values if not bounds[0] <= value <= bounds[1]]
+    if outside:
+        raise ValueError(f"{path}: tuning values {outside} lie outside tuning.extend.bounds {bounds}")
+    return {"step": float(step), "bounds": (float(bounds[0]), float(bounds[1]))}
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:

@@ -154,7 +154,14 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         f"## Tuning: {tuning.field} of {tuning.variant}, seed {tuning.seed}",
         "",
         f"Every run of a size uses the {tuning.field} whose {tuning.variant} run reached the best validation "
-        f"BLEU; {tuning.variant}'s seed-{tuning.seed} cell is that run.",
+        f"BLEU; {tuning.variant}'s seed-{tuning.seed} cell is that run."
+        + (
+            f" A best value at the edge of the range is not yet a tuned one: while the best lies at an edge, "
+            f"the range grows by {tuning.step:g} on that side, within {tuning.bounds[0]:g}-{tuning.bounds[1]:g} "
+            "(one more run each time)."
+            if tuning.step is not None
+            else ""
+        ),
         "",
         f"| size | {tuning.field} | valid BLEU | test BLEU | stopped at | best step | why | minutes | chosen |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -171,7 +178,7 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         if curves and plot_learning_curves(grid, curves, size, figure, title):
             lines[4:4] = [f"![tuning learning curves, {size}](figures/{grid.name}/{figure.name})", ""]
         chosen = grid.tuned_value(size)
-        for value, run in zip(tuning.values, grid.tuning_runs(size)):
+        for value, run in zip(grid.tuning_values(size), grid.tuning_runs(size)):
             row = by_name.get(run.name)
             if row is None:
                 lines.append(f"| {size} | {value} | – | – | – | – | not finished | – | |")
@@ -221,7 +228,14 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
             f"Still to run: {count} runs, about {minutes / 60:.1f} hours of training (on this 2-core machine, one "
             "run at a time), each priced at the finished runs most like it: its variant's, on average; for a "
             f"variant with none yet, vanilla's run at the chosen {field}; for a tuning run, or before the tuning "
-            f"has chosen, the longest finished run ({longest:.0f} minutes).",
+            f"has chosen, the longest finished run ({longest:.0f} minutes)."
+            + (
+                " A tuning range that grows at its edge adds a run to these."
+                if grid.tuning is not None
+                and grid.tuning.step is not None
+                and any(grid.tuned_value(size) is None for size in grid.sizes)
+                else ""
+            ),
         ]
     return [*lines, *without_speed_flags(stopped, lambda row: validation_minutes(grid, row)), ""]
 

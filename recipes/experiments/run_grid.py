@@ -225,12 +225,12 @@ def _relative(path: Path) -> str:
     return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
-def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False, jobs: int = 1) -> int:
+def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False, jobs: int = 1) -> bool:
     """Run what is not finished yet, ``jobs`` runs at a time, appending a row as each finishes.
 
     Runs start in the grid's order (seed-major). Rows are written by this process only, one line per
     finished run, so concurrent runs never interleave in the results file. After a failed run no new
-    run starts; the ones already running finish and keep their rows. Returns how many runs finished now.
+    run starts; the ones already running finish and keep their rows. Returns False when a run failed.
     """
     done = {row["run"] for row in grid.finished_rows()}
     pending = []
@@ -240,9 +240,9 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
         if run.name not in done and not run.waits_for_tuning:
             pending.append(run)
     if dry_run:
-        return 0
+        return True
     running: list[_Running] = []
-    finished, failed = 0, False
+    failed = False
     while pending or running:
         while pending and not failed and len(running) < jobs:
             running.append(_Running.start(pending.pop(0), processes))
@@ -271,13 +271,12 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
             grid.results.parent.mkdir(parents=True, exist_ok=True)
             with open(grid.results, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            finished += 1
             print(
                 f"  {job.run.name}: test BLEU {row['test']['bleu']}  chrF {row['test']['chrf']}"
                 f"  ({row['wall_seconds']:.0f} s, {row['cores_used']} cores)",
                 flush=True,
             )
-    return finished
+    return not failed
 
 
 def _state(grid: Grid, run: Run, done: set[str]) -> str:
@@ -472,17 +471,30 @@ def main(argv: list[str] | None = None) -> int:
         run_grid(grid, runs, args.processes, dry_run=True)  # the runs' states, before anything happens
         return 1 if restore(grid, runs, args.processes) else 0
     while True:
-        run_grid(grid, runs, args.processes, args.dry_run, args.jobs)
-        waiting = [run for run in runs if run.waits_for_tuning]
+        if not run_grid(grid, runs, args.processes, args.dry_run, args.jobs):
+            return 1
         runs = grid.runs(args.variants, args.sizes, args.seeds)
-        if args.dry_run or not waiting or any(run.waits_for_tuning for run in runs):
+        done = {row["run"] for row in grid.finished_rows()}
+        if args.dry_run or all(run.name in done or run.waits_for_tuning for run in runs):
             return 0
-        print("Tuning finished: " + _tuned_values(grid), flush=True)
+        # every run of the last pass finished, so the runs left are new ones: a tuning range grown at
+        # its edge, or the runs that waited for the tuned value
+        print("Tuning: " + _tuning_state(grid), flush=True)
 
 
-def _tuned_values(grid: Grid) -> str:
-    """``dropout 0.2 at 10k`` for every size whose tuning has finished."""
-    return ", ".join(f"{grid.tuning.field} {grid.tuned_value(size)} at {size}" for size in grid.sizes)
+def _tuning_state(grid: Grid) -> str:
+    """``dropout 0.2 at 10k`` for every size whose tuning has finished, and the values tried so far for
+    one whose range grew."""
+    states = []
+    for size in grid.sizes:
+        value = grid.tuned_value(size)
+        values = ", ".join(str(value) for value in grid.tuning_values(size))
+        states.append(
+            f"{grid.tuning.field} {value} at {size}"
+            if value is not None
+            else f"{size}: the best {grid.tuning.field} lay at the edge of the range, which grows to {values}"
+        )
+    return "; ".join(states)
 
 
 if __name__ == "__main__":
