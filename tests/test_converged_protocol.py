@@ -164,26 +164,44 @@ def test_precision_and_the_trainers_own_flags_agree(tmp_path):
         parse_recipe_args([str(write_recipe(tmp_path / "c.yaml", {**base, "bf16": True, "precision": "fp32"}))])
 
 
-def test_a_grid_tunes_its_baseline_first_and_reuses_the_chosen_run(tmp_path, experiments):
-    """Tuning runs come first; the others wait; the best validation BLEU picks the value every run then
-    uses, and the baseline's seed-1 run is the tuning run at that value (trained once)."""
-    corpus = write_tiny_corpus(tmp_path / "corpus", {"train": 64, "valid": 8, "test": 8})
-    vanilla = write_recipe(tmp_path / "vanilla.yaml", tiny_recipe(corpus, tmp_path / "unused", attention_link="none"))
-    al_both = write_recipe(tmp_path / "al_both.yaml", tiny_recipe(corpus, tmp_path / "unused"))
+def _tuning_grid(tmp_path: Path, experiments, seeds: tuple[int, ...] = (1, 2), trains: bool = False, **tuning):
+    """A grid of vanilla and al_both that tunes vanilla's dropout as ``tuning`` says. With ``trains``,
+    its runs are tiny ones of two steps on a tiny corpus, for the runner; without, it names the
+    committed recipes and its results file is written by hand, so that any validation BLEU can be set."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    common: dict = {}
+    recipes = {name: f"recipes/configs/bible_es_en_10k_{name}.yaml" for name in ("vanilla", "al_both")}
+    if trains:
+        corpus = write_tiny_corpus(tmp_path / "corpus", {"train": 64, "valid": 8, "test": 8})
+        links = {"vanilla": "none", "al_both": "both"}
+        recipes = {
+            name: str(
+                write_recipe(tmp_path / f"{name}.yaml", tiny_recipe(corpus, tmp_path / "unused", attention_link=link))
+            )
+            for name, link in links.items()
+        }
+        common = {"eval_steps": 1, "save_steps": 1, "max_steps": 2}
     spec = {
         "name": "tuned",
         "results": str(tmp_path / "results.jsonl"),
         "output_root": str(tmp_path / "outputs"),
-        "seeds": [1, 2],
-        "common": {"eval_steps": 1, "save_steps": 1, "max_steps": 2},
+        "seeds": list(seeds),
+        "common": common,
         "sizes": {"small": {"train_split": "train"}},
-        "tuning": {"variant": "vanilla", "field": "dropout", "values": [0.0, 0.3], "seed": 1},
-        "variants": {"vanilla": {"recipe": str(vanilla)}, "al_both": {"recipe": str(al_both)}},
+        "tuning": {"variant": "vanilla", "field": "dropout", "seed": 1, **tuning},
+        "variants": {name: {"recipe": recipe} for name, recipe in recipes.items()},
     }
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return experiments["grid"].Grid.load(path)
+
+
+def test_a_grid_tunes_its_baseline_first_and_reuses_the_chosen_run(tmp_path, experiments):
+    """Tuning runs come first; the others wait; the best validation BLEU picks the value every run then
+    uses, and the baseline's seed-1 run is the tuning run at that value (trained once)."""
+    grid = _tuning_grid(tmp_path, experiments, trains=True, values=[0.0, 0.3])
+    path = grid.path
     grid_module, run_grid = experiments["grid"], experiments["run_grid"]
-    grid = grid_module.Grid.load(path)
     before = grid.runs()
     assert [run.name for run in before[:2]] == ["vanilla-small-seed1-dropout0.0", "vanilla-small-seed1-dropout0.3"]
     # vanilla's seed-1 run is one of the tuning runs; every other run waits for the tuned value
@@ -203,6 +221,7 @@ def test_a_grid_tunes_its_baseline_first_and_reuses_the_chosen_run(tmp_path, exp
     assert f"vanilla-small-seed1-dropout{tuned}" in cells and "vanilla-small-seed2" in cells
     assert len([name for name in cells if "dropout" in name]) == 1
     # a value fixed elsewhere as well as tuned is refused when the grid is read
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     spec["common"]["dropout"] = 0.1
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     with pytest.raises(ValueError, match="dropout is tuned, but common also set it"):
@@ -258,71 +277,30 @@ def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, e
     assert speeds.without_speed_flags(rows, lambda row: None, tmp_path / "absent.json") == []
 
 
+def _finish(grid, run: str, bleu: float = 0.0, minutes: float = 1.0) -> list[dict]:
+    """Append a finished run's row, as the runner would; the grid's rows after it."""
+    row = {"grid": grid.name, "run": run, "train_minutes": minutes, "valid": {"bleu": bleu}}
+    with grid.results.open("a", encoding="utf-8") as results:
+        results.write(json.dumps(row) + "\n")
+    return grid.finished_rows()
+
+
 def test_the_page_prices_the_runs_left_at_the_finished_runs_most_like_them(tmp_path, experiments):
     """Before the tuning has chosen, every run left costs the longest finished run; afterwards a variant
     with no run yet costs vanilla's run at the chosen value, and one with runs costs their mean."""
-    grid_module, speeds = experiments["grid"], experiments["speeds"]
-    spec = {
-        "name": "priced",
-        "results": str(tmp_path / "results.jsonl"),
-        "output_root": str(tmp_path / "outputs"),
-        "seeds": [1, 2],
-        "common": {},
-        "sizes": {"small": {"train_split": "train"}},
-        "tuning": {"variant": "vanilla", "field": "dropout", "values": [0.1, 0.2], "seed": 1},
-        "variants": {
-            "vanilla": {"recipe": "recipes/configs/bible_es_en_10k_vanilla.yaml"},
-            "al_both": {"recipe": "recipes/configs/bible_es_en_10k_al_both.yaml"},
-        },
-    }
-    path = tmp_path / "grid.yaml"
-    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
-    grid = grid_module.Grid.load(path)
-
-    def finish(run: str, minutes: float, bleu: float = 0.0) -> list[dict]:
-        with grid.results.open("a", encoding="utf-8") as results:
-            results.write(
-                json.dumps({"grid": "priced", "run": run, "train_minutes": minutes, "valid": {"bleu": bleu}}) + "\n"
-            )
-        return grid.finished_rows()
-
+    speeds = experiments["speeds"]
+    grid = _tuning_grid(tmp_path, experiments, values=[0.1, 0.2])
     assert speeds.remaining_minutes(grid, []) is None
     # runs left: dropout 0.2, al_both seed 1, vanilla and al_both seed 2, all at the longest finished run
-    assert speeds.remaining_minutes(grid, finish("vanilla-small-seed1-dropout0.1", 80.0, bleu=22.0)) == (4, 320.0, 80.0)
-    rows = finish("vanilla-small-seed1-dropout0.2", 100.0, bleu=21.0)  # 0.1 is chosen, and 0.2 took longer
+    rows = _finish(grid, "vanilla-small-seed1-dropout0.1", bleu=22.0, minutes=80.0)
+    assert speeds.remaining_minutes(grid, rows) == (4, 320.0, 80.0)
+    rows = _finish(grid, "vanilla-small-seed1-dropout0.2", bleu=21.0, minutes=100.0)  # 0.1 chosen, 0.2 longer
     assert speeds.remaining_minutes(grid, rows) == (3, 3 * 80.0, 100.0)
-    rows = finish("al_both-small-seed1", 130.0)
+    rows = _finish(grid, "al_both-small-seed1", minutes=130.0)
     assert speeds.remaining_minutes(grid, rows) == (2, 80.0 + 130.0, 130.0)
-    rows = finish("vanilla-small-seed2", 90.0)
+    rows = _finish(grid, "vanilla-small-seed2", minutes=90.0)
     assert speeds.remaining_minutes(grid, rows) == (1, 130.0, 130.0)
-    assert speeds.remaining_minutes(grid, finish("al_both-small-seed2", 120.0)) is None
-
-
-def _tuning_grid(tmp_path: Path, experiments, **tuning) -> object:
-    """A grid of vanilla and al_both, seeds 1 and 2, that tunes vanilla's dropout as ``tuning`` says;
-    its results file is written by hand, so that any validation BLEU can be set."""
-    spec = {
-        "name": "tuned",
-        "results": str(tmp_path / "results.jsonl"),
-        "output_root": str(tmp_path / "outputs"),
-        "seeds": [1, 2],
-        "common": {},
-        "sizes": {"small": {"train_split": "train"}},
-        "tuning": {"variant": "vanilla", "field": "dropout", "seed": 1, **tuning},
-        "variants": {
-            "vanilla": {"recipe": "recipes/configs/bible_es_en_10k_vanilla.yaml"},
-            "al_both": {"recipe": "recipes/configs/bible_es_en_10k_al_both.yaml"},
-        },
-    }
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    path = tmp_path / "grid.yaml"
-    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
-    return experiments["grid"].Grid.load(path)
-
-
-def _finish(grid, run: str, bleu: float) -> None:
-    with grid.results.open("a", encoding="utf-8") as results:
-        results.write(json.dumps({"grid": grid.name, "run": run, "train_minutes": 1.0, "valid": {"bleu": bleu}}) + "\n")
+    assert speeds.remaining_minutes(grid, _finish(grid, "al_both-small-seed2", minutes=120.0)) is None
 
 
 def test_a_tuning_range_grows_while_its_best_value_lies_at_an_edge(tmp_path, experiments):
@@ -372,23 +350,9 @@ def test_the_runner_grows_the_tuning_range_then_runs_the_variants_at_the_tuned_v
     """Dropout 0.0 already in, below any trained run: the runner trains 0.1, finds the best at the top
     edge, trains the next value up, and once the best lies inside the range (or at the bound), the
     variants at that value, in one command."""
-    corpus = write_tiny_corpus(tmp_path / "corpus", {"train": 64, "valid": 8, "test": 8})
-    vanilla = write_recipe(tmp_path / "vanilla.yaml", tiny_recipe(corpus, tmp_path / "unused", attention_link="none"))
-    al_both = write_recipe(tmp_path / "al_both.yaml", tiny_recipe(corpus, tmp_path / "unused"))
-    spec = {
-        "name": "tuned",
-        "results": str(tmp_path / "results.jsonl"),
-        "output_root": str(tmp_path / "outputs"),
-        "seeds": [1],
-        "common": {"eval_steps": 1, "save_steps": 1, "max_steps": 2},
-        "sizes": {"small": {"train_split": "train"}},
-        "tuning": {"variant": "vanilla", "field": "dropout", "values": [0.0, 0.1], "seed": 1,
-                   "extend": {"step": 0.1, "bounds": [0.0, 0.5]}},
-        "variants": {"vanilla": {"recipe": str(vanilla)}, "al_both": {"recipe": str(al_both)}},
-    }  # fmt: skip
-    path = tmp_path / "grid.yaml"
-    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
-    grid = experiments["grid"].Grid.load(path)
+    extend = {"step": 0.1, "bounds": [0.0, 0.5]}
+    grid = _tuning_grid(tmp_path, experiments, seeds=(1,), trains=True, values=[0.0, 0.1], extend=extend)
+    path = grid.path
     _finish(grid, "vanilla-small-seed1-dropout0.0", -1.0)  # below any BLEU a trained run can reach
     assert experiments["run_grid"].main([str(path)]) == 0
     rows = {row["run"]: row for row in experiments["grid"].read_results(grid.results)}

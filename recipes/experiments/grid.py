@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -59,14 +60,17 @@ class Tuning:
     def tag(self, value: Any) -> str:
         return f"{self.field}{value}"
 
-    def values_tried(self, valid_bleu: dict[Any, float]) -> list[Any]:
-        """The values to train, given the validation BLEU of those finished (``valid_bleu``): the listed
-        ones, and, while every one of them has finished and the best lies at the edge of the range, the
-        next value beyond that edge, within ``bounds``. A best value at the edge of the range is not yet
-        a tuned one: the value just beyond might be better still."""
+    def values_tried(self, valid_bleu: Callable[[Any], float | None]) -> list[Any]:
+        """The values to train, given each value's validation BLEU (``valid_bleu``, None while its run has
+        not finished): the listed ones, and, while every one of them has finished and the best lies at
+        the edge of the range, the next value beyond that edge, within ``bounds``. A best value at the
+        edge of the range is not yet a tuned one: the value just beyond might be better still."""
         values = list(self.values)
-        while self.step is not None and all(value in valid_bleu for value in values):
-            best = self.best(values, valid_bleu)
+        while self.step is not None:
+            scores = {value: valid_bleu(value) for value in values}
+            if None in scores.values():
+                break
+            best = self.best(values, scores)
             low, high = self.bounds
             if best == max(values) and round(best + self.step, 10) <= high:
                 values.append(round(best + self.step, 10))
@@ -218,41 +222,34 @@ class Grid:
         those the range grew by (``Tuning.values_tried``); none without tuning."""
         if self.tuning is None:
             return []
-        tuning = self.tuning
-        rows = {row["run"]: row for row in self.finished_rows()}
-        candidates = [*tuning.values]
-        if tuning.step is not None:
-            low, high = tuning.bounds
-            count = int(round((high - low) / tuning.step)) + 1
-            candidates += [round(low + index * tuning.step, 10) for index in range(count)]
-        valid_bleu = {}
-        for value in candidates:
-            name = self._run(tuning.variant, size, tuning.seed, {}, tuning.tag(value)).name
-            if name in rows:
-                valid_bleu[value] = rows[name]["valid"]["bleu"]
-        return tuning.values_tried(valid_bleu)
+        return self.tuning.values_tried(self._tuning_bleu(size))
 
     def tuning_runs(self, size: str) -> list[Run]:
         """The tuning runs of one size, one per value (none without tuning)."""
-        if self.tuning is None:
-            return []
-        tuning = self.tuning
-        return [
-            self._run(tuning.variant, size, tuning.seed, {tuning.field: value}, tuning.tag(value))
-            for value in self.tuning_values(size)
-        ]
+        return [self._tuning_run(size, value) for value in self.tuning_values(size)]
 
     def tuned_value(self, size: str) -> Any:
         """The tuned field's value with the best validation BLEU over the size's tuning runs (the first
         listed on a tie), or None while any of them has not finished."""
+        valid_bleu = self._tuning_bleu(size)
+        values = self.tuning.values_tried(valid_bleu)
+        scores = {value: valid_bleu(value) for value in values}
+        return None if None in scores.values() else self.tuning.best(values, scores)
+
+    def _tuning_run(self, size: str, value: Any) -> Run:
+        tuning = self.tuning
+        return self._run(tuning.variant, size, tuning.seed, {tuning.field: value}, tuning.tag(value))
+
+    def _tuning_bleu(self, size: str) -> Callable[[Any], float | None]:
+        """The validation BLEU of one size's tuning run at a value, None while it has not finished (the
+        results file is read once, here)."""
         rows = {row["run"]: row for row in self.finished_rows()}
-        values = self.tuning_values(size)
-        valid_bleu = {}
-        for value, run in zip(values, self.tuning_runs(size)):
-            if run.name not in rows:
-                return None
-            valid_bleu[value] = rows[run.name]["valid"]["bleu"]
-        return self.tuning.best(values, valid_bleu)
+
+        def valid_bleu(value: Any) -> float | None:
+            row = rows.get(self._tuning_run(size, value).name)
+            return None if row is None else row["valid"]["bleu"]
+
+        return valid_bleu
 
     def cell_runs(self) -> list[Run]:
         """The runs whose rows fill the grid's cells: every run, less the tuning runs at values that were

@@ -487,13 +487,12 @@ def _tuning_state(grid: Grid) -> str:
     one whose range grew."""
     states = []
     for size in grid.sizes:
-        value = grid.tuned_value(size)
-        values = ", ".join(str(value) for value in grid.tuning_values(size))
-        states.append(
-            f"{grid.tuning.field} {value} at {size}"
-            if value is not None
-            else f"{size}: the best {grid.tuning.field} lay at the edge of the range, which grows to {values}"
-        )
+        tuned = grid.tuned_value(size)
+        if tuned is not None:
+            states.append(f"{grid.tuning.field} {tuned} at {size}")
+        else:
+            tried = ", ".join(str(value) for value in grid.tuning_values(size))
+            states.append(f"{size}: the best {grid.tuning.field} lay at the edge of the range, which grows to {tried}")
     return "; ".join(states)
 
 

@@ -195,11 +195,12 @@ def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> tuple[int, floa
         return None
     longest = max(timed.values())
     tuning = {run.name for size in grid.sizes for run in grid.tuning_runs(size)}
+    cells = grid.cell_runs()
     by_variant: dict[str, list[float]] = {}
-    for run in grid.cell_runs():
+    for run in cells:
         if run.name in timed:
             by_variant.setdefault(run.variant, []).append(timed[run.name])
-    chosen = {run.size: timed.get(run.name) for run in grid.cell_runs() if run.name in tuning}
+    chosen = {run.size: timed.get(run.name) for run in cells if run.name in tuning}
     total = 0.0
     for run in to_run:
         if run.name in tuning:
