@@ -160,8 +160,12 @@ def test_each_grid_writes_its_own_page(finished_grid, experiments, tmp_path):
     assert page == grid.results.parent / "RESULTS_tiny.md"
     before = page.read_text(encoding="utf-8")
     other_page = experiments["report"].write_report(other, analysis=False)  # no rows of its own yet
-    assert other_page == grid.results.parent / "RESULTS_tiny_rerun.md" and "(0 runs;" in other_page.read_text()
-    assert page.read_text(encoding="utf-8") == before
+    empty = other_page.read_text(encoding="utf-8")
+    assert other_page == grid.results.parent / "RESULTS_tiny_rerun.md" and "(0 runs;" in empty
+    # no cell yet: the comparisons say so in words, not as a table of headers without rows
+    assert empty.count("No run of these variants has finished yet.") == 2 and "| variant |\n|---|\n" not in empty
+    assert "## Figures\n\nNone yet." in empty
+    assert page.read_text(encoding="utf-8") == before and "No run of these variants" not in before
 
 
 def test_a_page_drawn_part_way_says_how_much_of_the_grid_has_run(finished_grid, experiments, tmp_path):

@@ -74,7 +74,10 @@ def comparison_table(
     references: dict[str, list[str]],
     with_cost: bool,
 ) -> list[str]:
-    """A Markdown table: one row per variant that has runs, per size BLEU mean ± sd, Δ and p."""
+    """A Markdown table: one row per variant that has runs, per size BLEU mean ± sd, Δ and p; a sentence
+    instead while no variant has a finished run (a converged grid's cells wait for its tuning)."""
+    if not any(rows_by.get((variant, size)) for variant in variants for size in sizes):
+        return ["No run of these variants has finished yet."]
     header = ["variant"] + (["parameters", "speed vs vanilla"] if with_cost else [])
     for size in sizes:
         header += [f"BLEU {size}", "Δ", "p", f"tok. BLEU {size}"]

@@ -112,7 +112,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         "",
         "## Figures",
         "",
-        *[f"![{path.stem}](figures/{grid.name}/{path.name})" for path in figure_paths],
+        *([f"![{path.stem}](figures/{grid.name}/{path.name})" for path in figure_paths] or ["None yet."]),
         "",
         "## Every run",
         "",
