@@ -287,19 +287,20 @@ def _finish(grid, run: str, bleu: float = 0.0, minutes: float = 1.0) -> list[dic
 
 def test_the_page_prices_the_runs_left_at_the_finished_runs_most_like_them(tmp_path, experiments):
     """Before the tuning has chosen, every run left costs the longest finished run; afterwards a variant
-    with no run yet costs vanilla's run at the chosen value, and one with runs costs their mean."""
+    with no run yet costs vanilla's run at the chosen value, and one with runs costs their mean; each seed
+    is priced apart, so the page can say what the next seeds cost."""
     speeds = experiments["speeds"]
     grid = _tuning_grid(tmp_path, experiments, values=[0.1, 0.2])
     assert speeds.remaining_minutes(grid, []) is None
     # runs left: dropout 0.2, al_both seed 1, vanilla and al_both seed 2, all at the longest finished run
     rows = _finish(grid, "vanilla-small-seed1-dropout0.1", bleu=22.0, minutes=80.0)
-    assert speeds.remaining_minutes(grid, rows) == (4, 320.0, 80.0)
+    assert speeds.remaining_minutes(grid, rows) == ({1: (2, 160.0), 2: (2, 160.0)}, 80.0)
     rows = _finish(grid, "vanilla-small-seed1-dropout0.2", bleu=21.0, minutes=100.0)  # 0.1 chosen, 0.2 longer
-    assert speeds.remaining_minutes(grid, rows) == (3, 3 * 80.0, 100.0)
+    assert speeds.remaining_minutes(grid, rows) == ({1: (1, 80.0), 2: (2, 160.0)}, 100.0)
     rows = _finish(grid, "al_both-small-seed1", minutes=130.0)
-    assert speeds.remaining_minutes(grid, rows) == (2, 80.0 + 130.0, 130.0)
+    assert speeds.remaining_minutes(grid, rows) == ({2: (2, 80.0 + 130.0)}, 130.0)
     rows = _finish(grid, "vanilla-small-seed2", minutes=90.0)
-    assert speeds.remaining_minutes(grid, rows) == (1, 130.0, 130.0)
+    assert speeds.remaining_minutes(grid, rows) == ({2: (1, 130.0)}, 130.0)
     assert speeds.remaining_minutes(grid, _finish(grid, "al_both-small-seed2", minutes=120.0)) is None
 
 

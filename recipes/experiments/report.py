@@ -221,12 +221,14 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         )
     left = remaining_minutes(grid, rows)
     if left is not None:
-        count, minutes, longest = left
+        by_seed, longest = left
+        count, minutes = sum(n for n, _ in by_seed.values()), sum(m for _, m in by_seed.values())
         field = grid.tuning.field if grid.tuning is not None else "tuned value"
+        seeds = "; ".join(f"seed {seed}: {n} runs, about {m / 60:.1f} hours" for seed, (n, m) in by_seed.items())
         lines += [
             "",
             f"Still to run: {count} runs, about {minutes / 60:.1f} hours of training (on this 2-core machine, one "
-            "run at a time), each priced at the finished runs most like it: its variant's, on average; for a "
+            f"run at a time; {seeds}), each priced at the finished runs most like it: its variant's, on average; for a "
             f"variant with none yet, vanilla's run at the chosen {field}; for a tuning run, or before the tuning "
             f"has chosen, the longest finished run ({longest:.0f} minutes)."
             + (

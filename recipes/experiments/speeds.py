@@ -179,9 +179,10 @@ def validation_minutes(grid: Grid, row: dict[str, Any]) -> float | None:
     return None if history is None else sum(entry.get("eval_runtime", 0.0) for entry in history) / 60
 
 
-def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> tuple[int, float, float] | None:
-    """How many of the grid's runs have not finished, what they will cost in training minutes, and the
-    longest finished run's minutes; None when none is left or none has finished with its minutes.
+def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> tuple[dict[int, tuple[int, float]], float] | None:
+    """Per seed, how many of the grid's runs have not finished and what they will cost in training minutes
+    (a reader decides on the next seed, not on the whole grid), and the longest finished run's minutes;
+    None when none is left or none has finished with its minutes.
 
     Each run left is priced at the finished runs most like it: its variant's runs in the cells, mean
     minutes. A variant with none yet is priced at the baseline's run at the tuned value (the same
@@ -201,12 +202,14 @@ def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> tuple[int, floa
         if run.name in timed:
             by_variant.setdefault(run.variant, []).append(timed[run.name])
     chosen = {run.size: timed.get(run.name) for run in cells if run.name in tuning}
-    total = 0.0
+    by_seed: dict[int, tuple[int, float]] = {}
     for run in to_run:
         if run.name in tuning:
-            total += longest
+            minutes = longest
         elif by_variant.get(run.variant):
-            total += statistics.mean(by_variant[run.variant])
+            minutes = statistics.mean(by_variant[run.variant])
         else:
-            total += chosen.get(run.size) or longest
-    return len(to_run), total, longest
+            minutes = chosen.get(run.size) or longest
+        count, total = by_seed.get(run.seed, (0, 0.0))
+        by_seed[run.seed] = (count + 1, total + minutes)
+    return dict(sorted(by_seed.items())), longest
