@@ -509,6 +509,22 @@ def test_restore_archives_nothing_that_does_not_match_its_row(finished_grid, exp
     assert experiments["run_grid"].rerun_problem({**row, "provenance": older}, run, processes=1) is None
 
 
+def test_a_rows_provenance_is_compared_on_what_both_records_name(finished_grid, experiments):
+    """A row made when provenance named fewer packages is not "changed" for lacking the others; a package
+    at another version is named as the change."""
+    grid, _ = finished_grid
+    what_changed = experiments["run_grid"]._what_changed
+    row = grid.finished_rows()[0]
+    now = row["provenance"]
+    assert {"hf_graphtf", "torch", "transformers", "sacrebleu"} <= set(now["packages"])  # software_record's
+    older = {name: now["packages"][name] for name in ("torch", "transformers", "tokenizers", "accelerate")}
+    assert what_changed({**row, "provenance": {**now, "packages": older}}, now) == "same commit, packages and corpus"
+    other_torch = {**older, "torch": "2.0.0"}
+    assert (
+        what_changed({**row, "provenance": {**now, "packages": other_torch}}, now) == "changed since the run: packages"
+    )
+
+
 @pytest.mark.parametrize("script", ["run_grid.py", "report.py"])
 def test_the_experiment_scripts_run_as_scripts(script):
     """Each script does its work when run as the README runs it (``python recipes/experiments/...``), not

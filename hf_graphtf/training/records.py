@@ -79,8 +79,10 @@ def built_corpus_record(corpus: str) -> dict[str, Any]:
     }
 
 
-def software_record() -> dict[str, Any]:
-    """The package's commit (when run from a git checkout) and the versions of the libraries that compute."""
+def software_record(code_paths: tuple[str, ...] = ("hf_graphtf",)) -> dict[str, Any]:
+    """The package's commit (when run from a git checkout), which files under ``code_paths`` (relative to
+    the checkout) differ from it, and the versions of the libraries that compute. The experiment runner
+    adds the training script to ``code_paths``: it too decides what a run computes."""
     import subprocess
     from importlib.metadata import PackageNotFoundError, version
 
@@ -90,7 +92,7 @@ def software_record() -> dict[str, Any]:
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
         ).stdout.strip()
         changed = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "hf_graphtf"],
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", *code_paths],
             capture_output=True, text=True, check=True, timeout=10,
         ).stdout.splitlines()  # fmt: skip
     except (OSError, subprocess.SubprocessError):

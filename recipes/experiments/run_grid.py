@@ -75,30 +75,19 @@ def _recipe_of(run: Run) -> tuple[dict[str, Any], str]:
 
 def provenance(corpus: str) -> dict[str, Any]:
     """What a rerun has to match to reproduce a run, taken when it starts: the code's commit and the code
-    files changed from it, the versions of the libraries that compute, the corpus files' content, and
-    the CPU (its model, the vector kernels torch picks on it and a fingerprint of how it sums a float32
-    training step: float sums come out differently on different CPUs, so a CPU run is reproducible bit
-    for bit only where all three match)."""
-    from importlib.metadata import version
-
+    files changed from it, the versions of the libraries that compute (`software_record`, as every
+    run's results.json has them), the corpus files' content, and the CPU (its model, the vector kernels
+    torch picks on it and a fingerprint of how it sums a float32 training step: float sums come out
+    differently on different CPUs, so a CPU run is reproducible bit for bit only where all three match)."""
     import torch
 
     from hf_graphtf.data.fingerprints import fingerprint
     from hf_graphtf.machine import cpu_model, float_fingerprint
+    from hf_graphtf.training.records import software_record
 
-    def git(*args: str) -> str | None:
-        try:
-            return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
-        except (OSError, subprocess.CalledProcessError):
-            return None
-
-    commit = git("rev-parse", "HEAD")
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", "hf_graphtf", "recipes/train_translation.py")
     files = sorted(Path(corpus).glob("*.jsonl")) if Path(corpus).is_dir() else []
     return {
-        "commit": commit.strip() if commit else None,
-        "code_changed_from_commit": None if changed is None else sorted(line[3:] for line in changed.splitlines()),
-        "packages": {name: version(name) for name in ("torch", "transformers", "tokenizers", "accelerate")},
+        **software_record(code_paths=("hf_graphtf", _relative(TRAIN_SCRIPT))),
         "corpus_sha256": {path.name: fingerprint(path)["sha256"] for path in files} or None,
         "cpu": {
             "model": cpu_model(),
@@ -329,11 +318,11 @@ def _what_changed(row: dict[str, Any], now: dict[str, Any]) -> str:
     recorded = row.get("provenance")
     if not recorded:
         return "the row predates provenance records: code, packages, corpus and CPU then are unknown"
-    changed = [
-        key
-        for key in ("commit", "code_changed_from_commit", "packages", "corpus_sha256")
-        if recorded.get(key) != now[key]
-    ] + (["cpu"] if cpus_differ(recorded.get("cpu"), now["cpu"]) else [])
+    # packages: those both records name (rows made before hf_graphtf, datasets and sacrebleu were recorded)
+    packages = {name: version for name, version in now["packages"].items() if name in (recorded.get("packages") or {})}
+    changed = [key for key in ("commit", "code_changed_from_commit", "corpus_sha256") if recorded.get(key) != now[key]]
+    changed += ["packages"] if recorded.get("packages") != packages else []
+    changed += ["cpu"] if cpus_differ(recorded.get("cpu"), now["cpu"]) else []
     return f"changed since the run: {', '.join(changed)}" if changed else "same commit, packages and corpus"
 
 
