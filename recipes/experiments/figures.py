@@ -58,15 +58,20 @@ def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, p
         means = [statistics.mean(s) if None not in s else float("nan") for s in scores]
         axes.plot(labels, means, marker="o", label=variant, **styles[variant])
         drawn = True
-    if not drawn:
-        plt.close(figure)
-        return None
-    axes.set_xlabel("source length (words)")
-    axes.set_ylabel("test BLEU (mean over seeds)")
-    axes.set_title(f"BLEU by source length, {size}")
-    axes.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside: lines cross everywhere
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    if drawn:
+        axes.set_xlabel("source length (words)")
+        axes.set_ylabel("test BLEU (mean over seeds)")
+        axes.set_title(f"BLEU by source length, {size}")
+        axes.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside: lines cross
+    return _save(plt, figure, path if drawn else None)
+
+
+def _save(plt, figure, path: Path | None) -> Path | None:
+    """Write ``figure`` to ``path`` (None: nothing was drawn, nothing is written) and free it either way: a
+    report draws a figure per size and grid, and pyplot keeps every open one."""
+    if path is not None:
+        figure.tight_layout()
+        figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
 
@@ -133,18 +138,13 @@ def plot_learning_curves(
         by_step.plot([p[0] for p in mean], [p[2] for p in mean], label=f"{variant} (n={len(curves)})", **style)
         by_minute.plot([p[1] for p in mean], [p[2] for p in mean], **style)
         drawn = True
-    if not drawn:
-        plt.close(figure)
-        return None
-    by_step.set_xlabel("step")
-    by_minute.set_xlabel("minutes of training")
-    by_step.set_ylabel("validation BLEU (greedy)")
-    by_step.legend(fontsize="small")
-    figure.suptitle(title or f"Learning curves, {size} (bold: mean over seeds; thin: each seed)")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    if drawn:
+        by_step.set_xlabel("step")
+        by_minute.set_xlabel("minutes of training")
+        by_step.set_ylabel("validation BLEU (greedy)")
+        by_step.legend(fontsize="small")
+        figure.suptitle(title or f"Learning curves, {size} (bold: mean over seeds; thin: each seed)")
+    return _save(plt, figure, path if drawn else None)
 
 
 def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figures: Path, grid: Grid) -> list[Path]:
