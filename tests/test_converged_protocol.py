@@ -304,6 +304,45 @@ def test_the_page_prices_the_runs_left_at_the_finished_runs_most_like_them(tmp_p
     assert speeds.remaining_minutes(grid, _finish(grid, "al_both-small-seed2", minutes=120.0)) is None
 
 
+def test_the_glance_table_sets_the_converged_cell_beside_the_early_budgets(tmp_path, experiments):
+    """The README's table: a column per budget, the converged one last, each Δ over the seeds both
+    vanilla and the variant have (a variant's seed whose vanilla has not finished stays out), vanilla's
+    converged cell the tuning run at the chosen value, not the run that tuned worse."""
+    comparisons = experiments["comparisons"]
+    converged = _tuning_grid(tmp_path / "converged", experiments, values=[0.1, 0.2])
+    early_spec = yaml.safe_load(converged.path.read_text(encoding="utf-8"))
+    del early_spec["tuning"]
+    early_spec.update(name="early", sizes={"small": {"train_split": "train", "max_steps": 600}})
+    early_path = tmp_path / "early.yaml"
+    early_path.write_text(yaml.safe_dump(early_spec), encoding="utf-8")
+    spec = yaml.safe_load(converged.path.read_text(encoding="utf-8"))
+    spec.update(common={"early_stopping_patience": 8}, earlier_budgets=[str(early_path)])
+    converged.path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    converged = experiments["grid"].Grid.load(converged.path)
+    early = experiments["grid"].Grid.load(early_path)
+
+    def finish(grid, variant: str, seed: int, test: float, tag: str = "", valid: float = 0.0) -> None:
+        run = f"{variant}-small-seed{seed}" + (f"-{tag}" if tag else "")
+        row = {
+            "grid": grid.name, "run": run, "variant": variant, "size": "small", "seed": seed,
+            "valid": {"bleu": valid}, "test": {"bleu": test}, "parameters": 100 if variant == "vanilla" else 110,
+            "device": "cpu", "target_tokens_per_second": 1000.0, "output_dir": str(tmp_path / "absent" / run),
+        }  # fmt: skip
+        with grid.results.open("a", encoding="utf-8") as results:
+            results.write(json.dumps(row) + "\n")
+
+    for seed, (base, link) in {1: (20.0, 21.0), 2: (21.0, 23.0)}.items():
+        finish(early, "vanilla", seed, base)
+        finish(early, "al_both", seed, link)
+    finish(converged, "vanilla", 1, 40.0, tag="dropout0.1", valid=22.0)  # tuned worse: not the cell
+    finish(converged, "vanilla", 1, 25.0, tag="dropout0.2", valid=24.0)
+    finish(converged, "al_both", 1, 28.0)
+    finish(converged, "al_both", 2, 35.0)  # vanilla's seed 2 has not finished: no pair for it
+    header, _, al_both = comparisons.budgets_table([early, converged], ("vanilla", "al_both"))
+    assert header.split(" | ")[1:3] == ["Δ BLEU, full train set, 600 steps", "Δ BLEU, full train set, to a plateau"]
+    assert al_both.split(" | ")[1:4] == ["+1.50 (n=2)", "+3.00 (n=1)", "+10%"]
+
+
 def test_a_tuning_range_grows_while_its_best_value_lies_at_an_edge(tmp_path, experiments):
     """The best at the top edge adds the next value up, the best at the bottom edge the next one down,
     within the bounds; the tuned value is known only once the best lies inside the range or at a bound."""

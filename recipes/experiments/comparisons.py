@@ -66,6 +66,13 @@ def paired_bootstrap(grid: Grid, baseline: list[dict], system: list[dict], refer
     return results["BLEU"][1].p_value
 
 
+def on_shared_seeds(runs: list[dict], base: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The variant's runs and vanilla's runs of the seeds both have: a Δ over different seeds would
+    carry the seeds' own spread (up to a BLEU here) into the difference."""
+    seeds = {row["seed"] for row in runs} & {row["seed"] for row in base}
+    return [row for row in runs if row["seed"] in seeds], [row for row in base if row["seed"] in seeds]
+
+
 def comparison_table(
     grid: Grid,
     rows_by: dict[tuple[str, str], list[dict]],
@@ -98,9 +105,12 @@ def comparison_table(
             if variant == "vanilla" or not runs or not base:
                 cells += ["", ""]
             else:
-                seeds = {row["seed"] for row in runs}
-                paired = [row for row in base if row["seed"] in seeds] or base  # same seeds as the variant's
-                delta = statistics.mean(bleu) - statistics.mean(row["test"]["bleu"] for row in paired)
+                shared, paired = on_shared_seeds(runs, base)
+                if not paired:  # no seed in common: the means of whatever each side has
+                    shared, paired = runs, base
+                delta = statistics.mean(row["test"]["bleu"] for row in shared) - statistics.mean(
+                    row["test"]["bleu"] for row in paired
+                )
                 p_value = paired_bootstrap(grid, base, runs, references[size]) if size in references else None
                 cells += [f"{delta:+.2f}", "–" if p_value is None else f"{p_value:.3f}"]
             cells.append(mean_sd([row["test"]["bleu_tokenized"] for row in runs]))
@@ -139,8 +149,7 @@ def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                 runs = rows_by.get((variant, size), [])
                 if variant == "vanilla" or not runs:
                     continue
-                seeds = {row["seed"] for row in runs}
-                paired = [row for row in base if row["seed"] in seeds]
+                runs, paired = on_shared_seeds(runs, base)
                 if not paired:
                     continue
                 delta = statistics.mean(row["test"]["bleu"] for row in runs) - statistics.mean(
