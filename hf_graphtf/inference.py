@@ -10,8 +10,11 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from datasets import Dataset
+    from transformers import PreTrainedTokenizerBase
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -56,8 +59,6 @@ def translate_texts(
     import torch
     from tqdm.auto import tqdm
 
-    from .training.metrics import decode_token_ids
-
     generate_kwargs: dict[str, Any] = {}
     if num_beams is not None:
         generate_kwargs["num_beams"] = num_beams
@@ -89,6 +90,17 @@ def translate_texts(
     return outputs
 
 
+def decode_token_ids(tokenizer: PreTrainedTokenizerBase, token_ids: Any) -> list[str]:
+    """Decode generated ids or labels to text.
+
+    Labels are padded with -100 and the Trainer pads predictions of different batches with -100 too;
+    -100 is no token id, so it is mapped to the pad token (dropped by ``skip_special_tokens``) first.
+    """
+    ids = np.asarray(token_ids)
+    ids = np.where(ids < 0, tokenizer.pad_token_id, ids)
+    return [text.strip() for text in tokenizer.batch_decode(ids.tolist(), skip_special_tokens=True)]
+
+
 def reference_lists(split: Dataset, tgt_lang: str) -> tuple[list[list[str]], list[list[str]] | None]:
     """Single references (the target side) and, when the corpus has a ``references`` column, all of them.
 
@@ -106,4 +118,4 @@ def reference_lists(split: Dataset, tgt_lang: str) -> tuple[list[list[str]], lis
     return single, multi
 
 
-__all__ = ["DTYPES", "length_sorted_batches", "load_model", "reference_lists", "translate_texts"]
+__all__ = ["DTYPES", "decode_token_ids", "length_sorted_batches", "load_model", "reference_lists", "translate_texts"]

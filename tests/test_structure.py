@@ -53,6 +53,14 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
+def test_prediction_stands_apart_from_training():
+    """Translation with a saved model (`inference`) needs nothing of the training stack; training's test
+    evaluation decodes with inference's functions, so a sentence is decoded one way everywhere."""
+    imported = _imports(PACKAGE / "inference.py")
+    assert not any(name.startswith("hf_graphtf.training") for name in imported), sorted(imported)
+    assert "hf_graphtf.inference.decode_token_ids" in _imports(PACKAGE / "training" / "evaluation.py")
+
+
 def test_library_code_imports_neither_the_cli_nor_the_training_script():
     """The CLI and the training recipe sit on top; the models, data, inference and analysis below them."""
     for path in PACKAGE.rglob("*.py"):

@@ -10,9 +10,9 @@ from transformers import (
     Seq2SeqTrainer,
 )
 
-from ..inference import reference_lists
+from ..inference import decode_token_ids, reference_lists
 from .arguments import DataArguments
-from .metrics import decode_token_ids, translation_report
+from .metrics import translation_report
 
 
 def evaluate_test_split(

@@ -17,21 +17,11 @@ from sacrebleu.metrics import BLEU
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
+from ..inference import decode_token_ids
 from ..translation_scores import TranslationScores, reference_streams, score_translations
 
 #: what `DataCollatorForSeq2Seq` puts in padded label positions, and the Trainer in padded predictions
 IGNORE_INDEX = -100
-
-
-def decode_token_ids(tokenizer: PreTrainedTokenizerBase, token_ids: Any) -> list[str]:
-    """Decode generated ids or labels to text.
-
-    Labels are padded with -100 and the Trainer pads predictions of different batches with -100 too;
-    -100 is no token id, so it is mapped to the pad token (dropped by ``skip_special_tokens``) first.
-    """
-    ids = np.asarray(token_ids)
-    ids = np.where(ids < 0, tokenizer.pad_token_id, ids)
-    return [text.strip() for text in tokenizer.batch_decode(ids.tolist(), skip_special_tokens=True)]
 
 
 def corpus_scores(
