@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -79,10 +80,18 @@ def test_a_run_stops_on_a_plateau_and_translates_with_its_best_checkpoint(tmp_pa
     assert not all(torch.equal(best[key], last[key]) for key in best)
 
 
-def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path):
+def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path, experiments):
     straight = _run(tmp_path, "straight")["train"]
     # interrupted after step 2, one evaluation into its patience: the counter must come back with it
     _run(tmp_path, "resumed", max_steps=2)
+    # the runner says where it stands before it resumes it
+    run = SimpleNamespace(output_dir=tmp_path / "resumed", recipe=tmp_path / "resumed.yaml", overrides={})
+    state = experiments["run_grid"].resume_state(run)
+    best = json.loads((tmp_path / "resumed" / "checkpoint-2" / "trainer_state.json").read_text())["best_metric"]
+    assert state == f"resumes from step 2, best validation loss {best} at step 1, 1 of 3 evaluations without a new best"
+    (tmp_path / "empty").mkdir()
+    empty = SimpleNamespace(output_dir=tmp_path / "empty", recipe=tmp_path / "resumed.yaml", overrides={})
+    assert experiments["run_grid"].resume_state(empty).startswith("starts over")
     resumed = _run(tmp_path, "resumed")["train"]
     assert resumed["resumed_from_checkpoint"].endswith("checkpoint-2")
     assert_same_stop_and_model(tmp_path, "straight", straight, "resumed", resumed)

@@ -270,12 +270,36 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
 
 def _state(grid: Grid, run: Run, done: set[str]) -> str:
     if run.name not in done:
-        return "resumes" if run.output_dir.exists() else "to run"
+        return resume_state(run) if run.output_dir.exists() else "to run"
     if archive.is_archived(grid.archive_folder(run.name)):
         return "done"
     if archive.can_archive(run.output_dir):
         return "done (not archived: --restore copies its output folder)"
     return "done (not archived, no output folder: --restore reruns it)"
+
+
+def resume_state(run: Run) -> str:
+    """Where an unfinished run with an output folder stands, from its newest whole checkpoint (the one
+    training resumes from): its step, its best validation score so far and, under early stopping, how
+    many evaluations in a row have not beaten it. A converged run takes hours over several sittings,
+    and whoever restarts the runner wants to know how far it got."""
+    from hf_graphtf.training.checkpoints import newest_complete_checkpoint
+
+    checkpoint, _ = newest_complete_checkpoint(run.output_dir)
+    if checkpoint is None:
+        return "starts over (its output folder has no whole checkpoint)"
+    state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+    text = f"resumes from step {state['global_step']}"
+    if state.get("best_metric") is not None:
+        metric = _recipe_of(run)[0].get("metric_for_best_model") or "loss"
+        metric = {"bleu": "BLEU", "chrf": "chrF"}.get(metric, metric)
+        text += f", best validation {metric} {state['best_metric']} at step {state.get('best_global_step')}"
+    stopping = (state.get("stateful_callbacks") or {}).get("EarlyStoppingCallback") or {}
+    stopping = stopping[0] if isinstance(stopping, list) else stopping  # a list when several were saved
+    if stopping:
+        waited = stopping["attributes"]["early_stopping_patience_counter"]
+        text += f", {waited} of {stopping['args']['early_stopping_patience']} evaluations without a new best"
+    return text
 
 
 def rerun_problem(row: dict[str, Any], run: Run, processes: int) -> str | None:
