@@ -128,6 +128,16 @@ def test_the_report_lists_every_run_with_tables_tests_and_figures(finished_grid,
         assert f"figures/tiny/{name}.png" in page
 
 
+def test_the_gate_figure_comes_from_a_gated_variant_the_grid_has(experiments):
+    """The converged grid has graph_half_gate and graph_self_gate but no plain graph_gate: its page draws
+    the gates of the first gated variant it has, and a grid without one draws none."""
+    gate_variant = experiments["figures"].gate_variant
+    row = [{"seed": 1}]
+    assert gate_variant({("graph_self_gate", "10k"): row, ("graph_half_gate", "10k"): row}, "10k") == "graph_half_gate"
+    assert gate_variant({("graph_half_gate", "10k"): row, ("graph_gate", "10k"): row}, "10k") == "graph_gate"
+    assert gate_variant({("graph_half_gate", "full"): row, ("vanilla", "10k"): row}, "10k") is None
+
+
 @pytest.mark.parametrize("name", ["grid_bible_cpu_v2.yaml", "grid_bible_gpu.yaml"])
 def test_every_variant_of_a_grid_gets_its_own_line_style(experiments, name):
     """Vanilla, the line every figure is read against, is black; no two variants share a style, also

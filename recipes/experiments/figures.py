@@ -11,7 +11,8 @@ from typing import Any
 from grid import REPO_ROOT, Grid
 from speeds import runtime_and_training_seconds
 
-GATE_VARIANT = "graph_gate"
+# the gate figure's variant: the first of these a grid has (the converged grid has no plain graph_gate)
+GATE_VARIANTS = ("graph_gate", "graph_half_gate", "graph_shared_gate", "graph_self_gate")
 
 
 ENTROPY_VARIANTS = ("vanilla", "al_encoder", "al_decoder", "al_both")
@@ -170,11 +171,12 @@ def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figu
         return AutoTokenizer.from_pretrained(folder), model
 
     written = []
-    loaded = first_model(GATE_VARIANT)
+    gated = gate_variant(rows_by, size)
+    loaded = first_model(gated) if gated else None
     if loaded:
         profile = graph_gate_profile(*loaded, sources, [10, 20, 30, 40, 50])
-        seed = analysis_run(rows_by, GATE_VARIANT, size)["seed"]
-        title = f"{GATE_VARIANT}, {size}, seed {seed}"
+        seed = analysis_run(rows_by, gated, size)["seed"]
+        title = f"{gated}, {size}, seed {seed}"
         written.append(plot_gate_profile(profile, figures / f"gates_{size}.png", title=title))
     entropies = {}
     for variant in ENTROPY_VARIANTS:
@@ -184,6 +186,11 @@ def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figu
     if entropies:
         written.append(plot_attention_entropy(entropies, figures / f"entropy_{size}.png"))
     return written
+
+
+def gate_variant(rows_by: dict[tuple[str, str], list[dict]], size: str) -> str | None:
+    """The variant whose first model the gate figure at ``size`` is drawn from (`GATE_VARIANTS`)."""
+    return next((variant for variant in GATE_VARIANTS if rows_by.get((variant, size))), None)
 
 
 def analysis_run(rows_by: dict[tuple[str, str], list[dict]], variant: str, size: str) -> dict[str, Any] | None:
@@ -201,6 +208,9 @@ def models_missing_for_analysis(grid: Grid) -> list[str]:
     (models are not archived: at tens of MB each they stay in the output folders)."""
     rows_by = grid.rows_by_cell()
     needed = [
-        analysis_run(rows_by, variant, size) for size in grid.sizes for variant in (GATE_VARIANT, *ENTROPY_VARIANTS)
+        analysis_run(rows_by, variant, size)
+        for size in grid.sizes
+        for variant in (gate_variant(rows_by, size), *ENTROPY_VARIANTS)
+        if variant is not None
     ]
     return [row["run"] for row in needed if row is not None and not has_model(row)]
