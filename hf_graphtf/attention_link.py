@@ -32,6 +32,7 @@ Transformers.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import torch
@@ -219,30 +220,20 @@ class LinkedAttentionMixin:
         check_link_implementation(implementation)
         dropout = self.dropout if self.training else 0.0
         if use_score_path(self.link_kernel, implementation, query, prev_attn, attentions_requested(self, kwargs)):
-            output, weights, carry = linked_scores_attention(
-                self,
-                query,
-                key,
-                value,
-                attention_mask,
-                prev_attn,
-                mode=self.link_mode,
-                scaling=self.scaling,
-                dropout=dropout,
-            )
+            attend = linked_scores_attention
         else:
-            output, weights, carry = linked_concat_attention(
-                self,
-                query,
-                key,
-                value,
-                attention_mask,
-                prev_attn,
-                mode=self.link_mode,
-                scaling=self.scaling,
-                dropout=dropout,
-                **kwargs,
-            )
+            attend = functools.partial(linked_concat_attention, **kwargs)
+        output, weights, carry = attend(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            prev_attn,
+            mode=self.link_mode,
+            scaling=self.scaling,
+            dropout=dropout,
+        )
         output = self.out_proj(output.reshape(*hidden_states.shape[:-1], -1).contiguous())
         return output, weights, carry
 
