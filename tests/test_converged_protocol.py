@@ -366,19 +366,50 @@ def test_a_tuning_range_grows_while_its_best_value_lies_at_an_edge(tmp_path, exp
     _finish(grid, "vanilla-small-seed1-dropout0.4", 22.0)
     _finish(grid, "vanilla-small-seed1-dropout0.5", 23.0)  # at the upper bound: chosen though at the edge
     assert grid.tuning_values("small") == [0.2, 0.3, 0.4, 0.5] and grid.tuned_value("small") == 0.5
+    assert grid.tuned_edge_note("small") == (
+        "dropout 0.5 is the highest value tried, the highest the grid allows (0-0.5): the best within the "
+        "range, not shown to be the best there is"
+    )
 
     low = _tuning_grid(tmp_path / "low", experiments, values=[0.2, 0.3], extend={"step": 0.1, "bounds": [0.1, 0.5]})
     _finish(low, "vanilla-small-seed1-dropout0.2", 21.0)
     _finish(low, "vanilla-small-seed1-dropout0.3", 21.0)  # a tie goes to the first listed: the bottom edge
     assert low.tuning_values("small") == [0.2, 0.3, 0.1] and low.tuned_value("small") is None
     _finish(low, "vanilla-small-seed1-dropout0.1", 20.0)
-    assert low.tuned_value("small") == 0.2
+    assert low.tuned_value("small") == 0.2 and low.tuned_edge_note("small") is None  # inside the range
     assert [run.overrides["dropout"] for run in low.runs() if run.variant == "al_both"] == [0.2, 0.2]
 
     fixed = _tuning_grid(tmp_path / "fixed", experiments, values=[0.2, 0.3])  # without extend: as listed
     _finish(fixed, "vanilla-small-seed1-dropout0.2", 20.0)
     _finish(fixed, "vanilla-small-seed1-dropout0.3", 21.0)
     assert fixed.tuning_values("small") == [0.2, 0.3] and fixed.tuned_value("small") == 0.3
+    assert fixed.tuned_edge_note("small").startswith("dropout 0.3 is the highest value tried, the highest listed:")
+
+
+def test_the_tuning_table_says_when_the_chosen_value_lies_at_the_ranges_bound(tmp_path, experiments):
+    """A value chosen at a bound is the best the grid tried, not a tuned optimum; the page says so under
+    the tuning table (and says nothing while the best lies inside the range)."""
+
+    def tuning_table(values: dict[float, float]) -> str:
+        path = tmp_path / str(len(values))
+        grid = _tuning_grid(path, experiments, values=list(values), extend={"step": 0.1, "bounds": [0.0, 0.5]})
+        for value, bleu in values.items():
+            row = {
+                "grid": grid.name, "run": f"vanilla-small-seed1-dropout{value}", "valid": {"bleu": bleu},
+                "test": {"bleu": bleu + 3}, "steps": 100, "tuning": {"field": "dropout", "value": value},
+                "size": "small", "output_dir": str(path / "absent"),
+            }  # fmt: skip
+            with grid.results.open("a", encoding="utf-8") as results:
+                results.write(json.dumps(row) + "\n")
+        return "\n".join(experiments["report"]._tuning_section(grid, grid.finished_rows()))
+
+    at_bound = tuning_table({0.4: 27.0, 0.5: 27.5})
+    assert "| small | 0.5 | 27.5 | 30.5 | 100 | – | – | – | yes |" in at_bound and at_bound.rstrip().endswith(
+        "small: dropout 0.5 is the highest value tried, the highest the grid allows (0-0.5): the best within "
+        "the range, not shown to be the best there is."
+    )
+    inside = tuning_table({0.3: 26.0, 0.4: 27.5, 0.5: 27.0})
+    assert "| small | 0.4 | 27.5 | 30.5 | 100 | – | – | – | yes |" in inside and "not shown" not in inside
 
 
 @pytest.mark.parametrize(

@@ -80,6 +80,23 @@ class Tuning:
                 break
         return values
 
+    def edge_note(self, values: list[Any], chosen: Any) -> str | None:
+        """Why a chosen value at the edge of the values tried is the best the grid tried rather than a
+        tuned optimum: the range stopped there (at a bound, or, without ``step``, at the listed values)
+        and the value beyond it was never trained. None when the best lies inside the range."""
+        if len(values) < 2 or chosen not in (min(values), max(values)):
+            return None
+        side = "highest" if chosen == max(values) else "lowest"
+        limit = (
+            f"the {side} the grid allows ({self.bounds[0]:g}-{self.bounds[1]:g})"
+            if self.step is not None
+            else f"the {side} listed"
+        )
+        return (
+            f"{self.field} {chosen:g} is the {side} value tried, {limit}: the best within the range, "
+            "not shown to be the best there is"
+        )
+
     @staticmethod
     def best(values: list[Any], valid_bleu: dict[Any, float]) -> Any:
         """The value with the best validation BLEU (the first listed on a tie)."""
@@ -235,6 +252,12 @@ class Grid:
         values = self.tuning.values_tried(valid_bleu)
         scores = {value: valid_bleu(value) for value in values}
         return None if None in scores.values() else self.tuning.best(values, scores)
+
+    def tuned_edge_note(self, size: str) -> str | None:
+        """``Tuning.edge_note`` for one size's chosen value; None while the tuning has not chosen, or
+        when the chosen value lies inside the range."""
+        tuned = self.tuned_value(size)
+        return None if tuned is None else self.tuning.edge_note(self.tuning_values(size), tuned)
 
     def _tuning_run(self, size: str, value: Any) -> Run:
         tuning = self.tuning

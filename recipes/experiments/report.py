@@ -188,6 +188,9 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
                 f"{row.get('best_step') or '–'} | {row.get('stop_reason') or '–'} | {_minutes(row)} | "
                 f"{'yes' if chosen == value else ''} |"
             )
+    for size in grid.sizes:
+        if note := grid.tuned_edge_note(size):
+            lines += ["", f"{size}: {note}."]
     return [*lines, ""]
 
 
