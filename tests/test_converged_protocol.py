@@ -446,3 +446,30 @@ def test_the_runner_grows_the_tuning_range_then_runs_the_variants_at_the_tuned_v
     out = capsys.readouterr().out
     assert "the best dropout lay at the edge of the range, which grows to 0.0, 0.1, 0.2" in out
     assert f"Tuning: dropout {tuned} at small" in out
+
+
+def test_the_plateau_swing_is_the_evaluations_noise_from_the_best_step_on(tmp_path, experiments):
+    """Mean and largest change of validation BLEU between consecutive evaluations, from the best one to
+    the stop (the climb before it left out, evaluations in step order), from the archived log; the page's
+    stopping table shows it. A run without its log or a best step has none."""
+    comparisons = experiments["comparisons"]
+    grid = _tuning_grid(tmp_path, experiments, values=[0.1, 0.2])
+    row = {
+        "grid": grid.name, "run": "vanilla-small-seed1-dropout0.1", "size": "small", "seed": 1,
+        "variant": "vanilla", "valid": {"bleu": 21.0}, "test": {"bleu": 24.0}, "steps": 500, "best_step": 200,
+        "stop_reason": "validation plateau", "output_dir": str(tmp_path / "absent"),
+    }  # fmt: skip
+    assert comparisons.plateau_swing(grid, row) is None  # no log yet
+    climb_and_plateau = {100: 10.0, 200: 21.0, 500: 20.5, 300: 20.0, 400: 20.5}  # logged out of order
+    log = [{"step": step, "eval_bleu": bleu} for step, bleu in climb_and_plateau.items()]
+    log.insert(1, {"step": 150, "loss": 3.0})  # training entries carry no BLEU
+    folder = grid.archive_folder(row["run"])
+    folder.mkdir(parents=True)
+    (folder / "log_history.json").write_text(json.dumps(log), encoding="utf-8")
+    # from 200 on: 21.0 -> 20.0 -> 20.5 -> 20.5, changes 1.0, 0.5, 0.0
+    assert comparisons.plateau_swing(grid, row) == pytest.approx((0.5, 1.0))
+    assert comparisons.plateau_swing(grid, {**row, "best_step": None}) is None
+    with grid.results.open("a", encoding="utf-8") as results:
+        results.write(json.dumps(row) + "\n")
+    section = "\n".join(experiments["report"]._stopping_section(grid, grid.finished_rows()))
+    assert "| vanilla-small-seed1-dropout0.1 | 500 | validation plateau | 200 | 21.0 | 0.50 (1.00) | 24.0 |" in section

@@ -38,6 +38,21 @@ def mean_sd(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)})"
 
 
+def plateau_swing(grid: Grid, row: dict) -> tuple[float, float] | None:
+    """How far validation BLEU moved from one evaluation to the next on a run's plateau, the best
+    evaluation and every one after it (mean and largest absolute change): the evaluations' own noise,
+    against which a difference between two runs' best validation BLEU can be read. None without the
+    run's training log or with fewer than two evaluations on the plateau."""
+    history = grid.log_history(row)
+    best_step = row.get("best_step")
+    if history is None or best_step is None:
+        return None
+    bleu = dict(sorted((entry["step"], entry["eval_bleu"]) for entry in history if "eval_bleu" in entry))
+    plateau = [value for step, value in bleu.items() if step >= best_step]
+    changes = [abs(after - before) for before, after in zip(plateau, plateau[1:])]
+    return (statistics.mean(changes), max(changes)) if changes else None
+
+
 def paired_bootstrap(grid: Grid, baseline: list[dict], system: list[dict], references: list[str]) -> float | None:
     """sacreBLEU's paired bootstrap p-value of ``system`` against ``baseline`` on the pooled translations
     of the seeds both have (seed by seed, against the same references); None without translations."""

@@ -36,6 +36,7 @@ from comparisons import (
     LINK_ROWS,
     comparison_table,
     grid_budgets_table,
+    plateau_swing,
     test_references,
 )
 from figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
@@ -212,15 +213,21 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         "(`validation plateau`); `step cap` means it reached `max_steps`, the safety net, and did not "
         "converge. The test split is translated by the best checkpoint. Minutes: training time over every "
         "sitting, validation passes included, on the run's machine (see `cores used` in the runs' table: "
-        "other work on the machine slows a run without changing its result).",
+        "other work on the machine slows a run without changing its result). Swing on the plateau: how "
+        "far validation BLEU moved from one evaluation to the next, from the best evaluation to the stop, "
+        "on average (largest in brackets); a difference between two runs' best validation BLEU smaller "
+        "than their swing is within the evaluations' noise.",
         "",
-        "| run | stopped at | why | best step | valid BLEU (best) | test BLEU | minutes | precision |",
-        "|---|---|---|---|---|---|---|---|",
+        "| run | stopped at | why | best step | valid BLEU (best) | swing on the plateau | test BLEU | minutes | "
+        "precision |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(stopped, key=lambda row: (row["size"], row["seed"], row["variant"], row["run"])):
+        swing = plateau_swing(grid, row)
         lines.append(
             f"| {row['run']} | {row['steps']} | {row['stop_reason']} | {row.get('best_step') or '–'} | "
-            f"{row['valid']['bleu']} | {row['test']['bleu']} | {_minutes(row)} | {row.get('precision') or 'fp32'} |"
+            f"{row['valid']['bleu']} | {'–' if swing is None else f'{swing[0]:.2f} ({swing[1]:.2f})'} | "
+            f"{row['test']['bleu']} | {_minutes(row)} | {row.get('precision') or 'fp32'} |"
         )
     left = remaining_minutes(grid, rows)
     if left is not None:
