@@ -91,7 +91,7 @@ class GraphPreTrainedMixin:
         self._no_split_modules = {type(m).__name__ for m in self.modules() if isinstance(m, GradientCheckpointingLayer)}
         if self._requested_checkpointing:
             self._requested_checkpointing = False
-            self.gradient_checkpointing_enable()
+            enable_activation_checkpointing(self)
 
     def _check_and_adjust_attn_implementation(self, attn_implementation, *args, **kwargs):
         implementation = super()._check_and_adjust_attn_implementation(attn_implementation, *args, **kwargs)
@@ -105,6 +105,16 @@ class GraphPreTrainedMixin:
             self.config.auto_map = auto_map_for(module, *self.remote_code_classes)
             self.config.custom_pipelines = custom_pipelines_entry()  # translation_pipeline.py travels too
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+
+def enable_activation_checkpointing(model: PreTrainedModel, checkpoint_kwargs: dict[str, Any] | None = None) -> None:
+    """Transformers' activation checkpointing under the name the installed version gives it: later 5.x
+    releases renamed ``gradient_checkpointing_enable`` to ``activation_checkpointing_enable`` and keep the
+    old name as an alias that warns until v6; the earliest 5.x have only the old name."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=checkpoint_kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpoint_kwargs)
 
 
 def _is_linked(model: nn.Module) -> bool:

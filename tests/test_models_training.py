@@ -6,6 +6,8 @@ import pytest
 import torch
 from model_matrix import EOS, OPTION_MATRIX, PAD, VOCAB, tiny_model
 
+from hf_graphtf.modeling_common import enable_activation_checkpointing
+
 TRAIN_MATRIX = ["vanilla", "al-both", "al-both-cum", "graph-sum", "graph-self_gate", "graph-half-shared-self_gate"]
 
 
@@ -26,7 +28,7 @@ def test_a_few_steps_reduce_the_loss(family, options, checkpointing):
     model = tiny_model(family, OPTION_MATRIX[options], dtype=torch.float32, attn_implementation="sdpa")
     model.config.dropout = 0.1
     if checkpointing:
-        model.gradient_checkpointing_enable()
+        enable_activation_checkpointing(model)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     batch = copy_task_batch()
@@ -55,7 +57,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(family, options, use_re
     model.train()  # dropout is 0 in the tiny config, so train mode is deterministic
     batch = copy_task_batch()
     expected = _gradients(model, batch)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": use_reentrant})
+    enable_activation_checkpointing(model, {"use_reentrant": use_reentrant})
     got = _gradients(model, batch)
     assert got.keys() == expected.keys()
     for name in expected:
