@@ -148,10 +148,12 @@ def test_cooldown_keeps_the_schedule_then_falls_linearly_to_zero():
     from transformers import get_scheduler
 
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5)
-    plain = get_scheduler("inverse_sqrt", torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5), 4)
+    plain_optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5)
+    plain = get_scheduler("inverse_sqrt", plain_optimizer, 4)
     cooled = with_cooldown(get_scheduler("inverse_sqrt", optimizer, 4), 0.25, lambda step: step / 40)
     for step in range(1, 41):
         optimizer.step()
+        plain_optimizer.step()
         cooled.step()
         plain.step()
         expected = plain.get_last_lr()[0] * (1.0 if step <= 30 else (40 - step) / 10)
