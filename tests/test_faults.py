@@ -591,9 +591,9 @@ def _newest_step(output: Path) -> int:
         ({"global_step": 4, "max_steps": 10}, {"max_steps": 4}, "max_steps 4 reached"),
         ({"global_step": 4, "max_steps": 10}, {"max_steps": 8}, None),
         (
-            {
+            {  # replayed from the log: the best validation BLEU, then three evaluations without a higher one
                 "global_step": 4,
-                "stateful_callbacks": {"EarlyStoppingCallback": {"attributes": {"early_stopping_patience_counter": 3}}},
+                "log_history": [{"step": step, "eval_bleu": bleu} for step, bleu in enumerate([9.0, 8.0, 9.0, 7.0], 1)],
             },
             {
                 "max_steps": 8,

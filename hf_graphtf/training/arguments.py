@@ -210,6 +210,13 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     early_stopping_threshold: float = field(
         default=0.0, metadata={"help": "Minimum improvement of the metric that resets the patience."}
     )
+    early_stopping_watch_loss: bool = field(
+        default=False,
+        metadata={
+            "help": "A new lowest validation loss also resets the patience, so that a run whose BLEU stalls "
+            "early in training while its validation loss still falls is not taken for one on its plateau."
+        },
+    )
     max_tokens_per_batch: int | None = field(
         default=None,
         metadata={
@@ -271,6 +278,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"max_train_minutes must be a positive number; got {self.max_train_minutes}.")
         if not 0.0 <= self.lr_cooldown_fraction < 1.0:
             raise ValueError(f"lr_cooldown_fraction must lie in [0, 1); got {self.lr_cooldown_fraction}.")
+        if self.early_stopping_watch_loss and self.early_stopping_patience is None:
+            raise ValueError("early_stopping_watch_loss needs early_stopping_patience (it changes what resets it).")
         if self.early_stopping_patience is not None and not self.load_best_model_at_end:
             raise ValueError(
                 "early_stopping_patience needs load_best_model_at_end: true (and matching eval/save strategies), "

@@ -15,7 +15,6 @@ import datasets
 from transformers import (
     AutoModelForSeq2SeqLM,
     DataCollatorForSeq2Seq,
-    EarlyStoppingCallback,
     TrainerCallback,
     set_seed,
 )
@@ -34,6 +33,7 @@ from .hub import card_model_id, create_hub_repo, upload_to_hub
 from .log_lines import announce
 from .metrics import build_compute_metrics
 from .models import build_model
+from .plateau import PlateauStopping
 from .records import format_summary, run_record, write_outputs
 from .resume import (
     check_resume_options,
@@ -41,7 +41,6 @@ from .resume import (
     find_resume_checkpoint,
     finished_model_dir,
     finished_training,
-    patience_counter_in,
     stop_reason,
 )
 from .trainer import TranslationTrainer, check_launch_engine, logger
@@ -96,12 +95,12 @@ def run_translation(
     all_callbacks = list(callbacks)
     early_stopping = None
     if training_args.early_stopping_patience is not None:
-        early_stopping = EarlyStoppingCallback(
-            training_args.early_stopping_patience, training_args.early_stopping_threshold
+        early_stopping = PlateauStopping(
+            training_args.early_stopping_patience,
+            training_args.early_stopping_threshold,
+            watch_loss=training_args.early_stopping_watch_loss,
         )
-        # the Trainer does not restore it on resume: a resumed run would otherwise wait a whole patience
-        # again, and stop later than the same run left uninterrupted
-        early_stopping.early_stopping_patience_counter = patience_counter_in(checkpoint)
+        early_stopping.resume(checkpoint, training_args)
         all_callbacks.append(early_stopping)
     # counts training minutes over every sitting; stops training only with max_train_minutes
     budget = TrainingTimeBudget(training_args.max_train_minutes, trained_seconds_in(checkpoint))

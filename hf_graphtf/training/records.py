@@ -41,6 +41,7 @@ RECORDED_TRAINING_ARGS = (
     "num_train_epochs",
     "eval_steps",
     "early_stopping_patience",
+    "early_stopping_watch_loss",
     "max_tokens_per_batch",
     "max_train_minutes",
     "precision",

@@ -7,9 +7,6 @@ import json
 import os
 from typing import Any
 
-from transformers import (
-    EarlyStoppingCallback,
-)
 from transformers.utils import logging
 
 from ..errors import UserError
@@ -19,12 +16,12 @@ from .arguments import ModelArguments, TranslationTrainingArguments
 from .budget import TrainingTimeBudget, trained_seconds_in
 from .checkpoints import (
     TRAINER_STATE_FILE,
-    callback_attributes,
     checkpoint_problem,
     newest_complete_checkpoint,
     remove_checkpoints,
     remove_staging,
 )
+from .plateau import PlateauStopping
 from .records import RESULTS_FILE
 
 logger = logging.get_logger(__name__)
@@ -112,18 +109,15 @@ def finished_training(checkpoint: str, training_args: TranslationTrainingArgumen
     budget = training_args.max_train_minutes
     if budget is not None and trained_seconds_in(checkpoint) >= 60 * budget:
         return f"the {budget:g}-minute training budget was spent"
-    counter = patience_counter_in(checkpoint)
     patience = training_args.early_stopping_patience
-    if patience is not None and counter >= patience:
-        return f"early stopping ({counter} evaluations without improvement)"
+    if patience is not None:
+        stopping = PlateauStopping(
+            patience, training_args.early_stopping_threshold, watch_loss=training_args.early_stopping_watch_loss
+        )
+        stopping.resume(checkpoint, training_args)
+        if stopping.early_stopping_patience_counter >= patience:
+            return f"early stopping ({stopping.early_stopping_patience_counter} evaluations without improvement)"
     return None
-
-
-def patience_counter_in(checkpoint: str | None) -> int:
-    """Evaluations without a new best that a checkpoint records (0 for none)."""
-    return int(
-        callback_attributes(checkpoint, EarlyStoppingCallback.__name__).get("early_stopping_patience_counter", 0)
-    )
 
 
 #: why training ended, as results.json and the grid rows record it
@@ -133,7 +127,7 @@ STOP_REASONS = ("validation plateau", "time budget", "step cap", "epoch cap")
 def stop_reason(
     global_step: int,
     training_args: TranslationTrainingArguments,
-    early_stopping: EarlyStoppingCallback | None,
+    early_stopping: PlateauStopping | None,
     budget: TrainingTimeBudget,
 ) -> str:
     """Which of `STOP_REASONS` ended training: early stopping's patience, the time budget, ``max_steps``,

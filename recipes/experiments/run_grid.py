@@ -284,21 +284,31 @@ def resume_state(run: Run) -> str:
     many evaluations in a row have not beaten it. A converged run takes hours over several sittings,
     and whoever restarts the runner wants to know how far it got."""
     from hf_graphtf.training.checkpoints import newest_complete_checkpoint
+    from hf_graphtf.training.plateau import metric_key, replay_patience
 
     checkpoint, _ = newest_complete_checkpoint(run.output_dir)
     if checkpoint is None:
         return "starts over (its output folder has no whole checkpoint)"
     state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
     text = f"resumes from step {state['global_step']}"
+    recipe = _recipe_of(run)[0]
     if state.get("best_metric") is not None:
-        metric = _recipe_of(run)[0].get("metric_for_best_model") or "loss"
+        metric = recipe.get("metric_for_best_model") or "loss"
         metric = {"bleu": "BLEU", "chrf": "chrF"}.get(metric, metric)
         text += f", best validation {metric} {state['best_metric']} at step {state.get('best_global_step')}"
-    stopping = (state.get("stateful_callbacks") or {}).get("EarlyStoppingCallback") or {}
-    stopping = stopping[0] if isinstance(stopping, list) else stopping  # a list when several were saved
-    if stopping:
-        waited = stopping["attributes"]["early_stopping_patience_counter"]
-        text += f", {waited} of {stopping['args']['early_stopping_patience']} evaluations without a new best"
+    patience = recipe.get("early_stopping_patience")
+    if patience is not None:  # replayed from the log, as the resumed run will count
+        key = metric_key(recipe.get("metric_for_best_model"))
+        watch_loss = bool(recipe.get("early_stopping_watch_loss"))
+        count = replay_patience(
+            state.get("log_history", []),
+            key,
+            threshold=recipe.get("early_stopping_threshold") or 0.0,
+            greater_is_better=recipe.get("greater_is_better", not key.endswith("loss")),
+            watch_loss=watch_loss,
+        )
+        text += f", {count.waited} of {patience} evaluations without a new best"
+        text += " (nor a lower validation loss)" if watch_loss else ""
     return text
 
 
