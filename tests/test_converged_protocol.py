@@ -473,3 +473,101 @@ def test_the_plateau_swing_is_the_evaluations_noise_from_the_best_step_on(tmp_pa
         results.write(json.dumps(row) + "\n")
     section = "\n".join(experiments["report"]._stopping_section(grid, grid.finished_rows()))
     assert "| vanilla-small-seed1-dropout0.1 | 500 | validation plateau | 200 | 21.0 | 0.50 (1.00) | 24.0 |" in section
+
+
+def test_a_falling_validation_loss_keeps_a_stalled_run_training(tmp_path):
+    """The tiny run above, whose metric only gets worse, stops at step 4; with early_stopping_watch_loss
+    each new lowest validation loss resets the patience too, and its loss falls at every evaluation, so
+    it trains on to the step cap."""
+    train = _run(tmp_path, "watching", early_stopping_watch_loss=True, max_steps=8)["train"]
+    state = json.loads((tmp_path / "watching" / "trainer_state.json").read_text(encoding="utf-8"))
+    losses = [entry["eval_loss"] for entry in state["log_history"] if "eval_loss" in entry]
+    assert len(losses) == 8 and all(later < earlier for earlier, later in zip(losses, losses[1:]))
+    assert (train["stop_reason"], train["global_step"], train["best_step"]) == ("step cap", 8, 1)
+    saved = state["stateful_callbacks"]["PlateauStopping"]
+    assert saved["args"]["watch_loss"] is True and saved["attributes"]["best_eval_loss"] == losses[-1]
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.5])
+def test_the_patience_counts_as_transformers_early_stopping_does(threshold):
+    """Without the loss clause the count is Transformers' EarlyStoppingCallback's, evaluation by
+    evaluation (its best metric kept as the Trainer keeps it: any improvement, threshold or not)."""
+    from transformers import EarlyStoppingCallback
+
+    from hf_graphtf.training.plateau import PatienceCount, count_patience
+
+    generator = torch.Generator().manual_seed(0)
+    bleu = (torch.rand(200, generator=generator) * 3).cumsum(0) % 7  # climbs, falls back, ties
+    bleu = [round(value, 1) for value in bleu.tolist()]
+    reference = EarlyStoppingCallback(early_stopping_patience=1000, early_stopping_threshold=threshold)
+    args, state = SimpleNamespace(greater_is_better=True), SimpleNamespace(best_metric=None)
+    count = PatienceCount()
+    for value in bleu:
+        reference.check_metric_value(args, state, None, value)
+        state.best_metric = value if state.best_metric is None or value > state.best_metric else state.best_metric
+        count = count_patience(count, value, 3.0, threshold=threshold)
+        assert count.waited == reference.early_stopping_patience_counter and count.best_metric == state.best_metric
+
+
+def test_the_loss_clause_resets_the_patience_only_on_a_new_lowest_loss():
+    """A BLEU stall with a falling loss never stops; a loss that only returns to its best (a tie) or
+    rises does not reset; the stop step replays from a log as the callback counts."""
+    from hf_graphtf.training.plateau import stop_step
+
+    stall = [
+        {"step": 100 * i, "eval_bleu": 1.5 if i == 1 else 1.0, "eval_loss": round(5.0 - 0.1 * i, 2)}
+        for i in range(1, 12)
+    ]
+    assert stop_step(stall, "eval_bleu", 3) == 400  # BLEU alone: 3 evaluations after the best at 100
+    assert stop_step(stall, "eval_bleu", 3, watch_loss=True) is None  # the loss fell every time
+    # the lowest loss is 4.7 at step 300; 4.7 again at 400 (a tie), then higher: stopped at the third
+    flat = [
+        *stall[:3],
+        *({"step": 400 + 100 * i, "eval_bleu": 1.0, "eval_loss": loss} for i, loss in enumerate([4.7, 4.75, 4.8])),
+    ]
+    assert stop_step(flat, "eval_bleu", 3, watch_loss=True) == 600
+    unordered = [flat[i] for i in (5, 0, 3, 1, 4, 2)]  # a log read back out of order replays the same
+    assert stop_step(unordered, "eval_bleu", 3, watch_loss=True) == 600
+
+
+def test_the_loss_clause_needs_a_patience(tmp_path):
+    recipe = tiny_recipe(tmp_path / "corpus", tmp_path / "out", early_stopping_watch_loss=True)
+    with pytest.raises(ValueError, match="early_stopping_watch_loss needs early_stopping_patience"):
+        parse_recipe_args([str(write_recipe(tmp_path / "recipe.yaml", recipe))])
+
+
+def test_the_page_replays_each_stop_under_the_rule_the_grid_writes_now(tmp_path, experiments):
+    """A rule changed while a grid runs holds for the rows before it only where their logs stop at the
+    steps they stopped at: the page says so, or names the runs whose logs stop elsewhere."""
+    grid = _tuning_grid(tmp_path, experiments, values=[0.1, 0.2])
+    spec = yaml.safe_load(grid.path.read_text(encoding="utf-8"))
+    spec["common"] = {"early_stopping_patience": 3, "early_stopping_watch_loss": True}
+    grid.path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    grid = experiments["grid"].Grid.load(grid.path)
+    # best BLEU at 100, lowest loss at 200: BLEU alone stops at 400, with the loss clause at 500
+    scores = [(2.0, 5.0), (1.0, 4.0), (1.0, 4.5), (1.0, 4.5), (1.0, 4.5)]
+    log = [{"step": 100 * i, "eval_bleu": bleu, "eval_loss": loss} for i, (bleu, loss) in enumerate(scores, 1)]
+
+    def finish(value: float, steps: int) -> list[dict]:
+        run = f"vanilla-small-seed1-dropout{value}"
+        row = {
+            "grid": grid.name, "run": run, "size": "small", "seed": 1, "variant": "vanilla",
+            "recipe": "recipes/configs/bible_es_en_10k_vanilla.yaml", "valid": {"bleu": 2.0},
+            "test": {"bleu": 3.0}, "steps": steps, "best_step": 100, "stop_reason": "validation plateau",
+            "tuning": {"field": "dropout", "value": value}, "output_dir": str(tmp_path / "absent"),
+        }  # fmt: skip
+        folder = grid.archive_folder(run)
+        folder.mkdir(parents=True)
+        (folder / "log_history.json").write_text(json.dumps(log), encoding="utf-8")
+        with grid.results.open("a", encoding="utf-8") as results:
+            results.write(json.dumps(row) + "\n")
+        return grid.finished_rows()
+
+    rule = "3 evaluations without a new best validation BLEU or a new lowest validation loss"
+    section = "\n".join(experiments["report"]._stopping_section(grid, finish(0.1, 500)))
+    assert f"now ({rule}), every plateau stop above happens at the step the run stopped at." in section
+    section = "\n".join(experiments["report"]._stopping_section(grid, finish(0.2, 400)))  # stopped by BLEU alone
+    assert (
+        f"now ({rule}), a run stops elsewhere than it did: vanilla-small-seed1-dropout0.2 (its log stops at 500)."
+        in section
+    )

@@ -53,6 +53,29 @@ def plateau_swing(grid: Grid, row: dict) -> tuple[float, float] | None:
     return (statistics.mean(changes), max(changes)) if changes else None
 
 
+def replayed_stop(grid: Grid, row: dict) -> int | None:
+    """The step at which early stopping, as the grid file writes it now (``common`` over the run's
+    recipe), stops a run with this run's training log; None without the log or without a stop in it. A
+    protocol changed while a grid runs holds for the runs that finished before only where this is the
+    step each of them stopped at."""
+    from hf_graphtf.training.arguments import load_recipe
+    from hf_graphtf.training.plateau import metric_key, stop_step
+
+    history = grid.log_history(row)
+    recipe = {**(load_recipe(REPO_ROOT / row["recipe"]) if row.get("recipe") else {}), **grid.common}
+    if history is None or recipe.get("early_stopping_patience") is None:
+        return None
+    key = metric_key(recipe.get("metric_for_best_model"))
+    return stop_step(
+        history,
+        key,
+        recipe["early_stopping_patience"],
+        threshold=recipe.get("early_stopping_threshold") or 0.0,
+        greater_is_better=recipe.get("greater_is_better", not key.endswith("loss")),
+        watch_loss=bool(recipe.get("early_stopping_watch_loss")),
+    )
+
+
 def paired_bootstrap(grid: Grid, baseline: list[dict], system: list[dict], references: list[str]) -> float | None:
     """sacreBLEU's paired bootstrap p-value of ``system`` against ``baseline`` on the pooled translations
     of the seeds both have (seed by seed, against the same references); None without translations."""

@@ -37,6 +37,7 @@ from comparisons import (
     comparison_table,
     grid_budgets_table,
     plateau_swing,
+    replayed_stop,
     test_references,
 )
 from figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
@@ -210,7 +211,8 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         "## When each run stopped",
         "",
         "A run stops after `early_stopping_patience` evaluations without a new best validation BLEU "
-        "(`validation plateau`); `step cap` means it reached `max_steps`, the safety net, and did not "
+        + ("or a new lowest validation loss " if grid.common.get("early_stopping_watch_loss") else "")
+        + "(`validation plateau`); `step cap` means it reached `max_steps`, the safety net, and did not "
         "converge. The test split is translated by the best checkpoint. Minutes: training time over every "
         "sitting, validation passes included, on the run's machine (see `cores used` in the runs' table: "
         "other work on the machine slows a run without changing its result). Swing on the plateau: how "
@@ -249,7 +251,30 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
                 else ""
             ),
         ]
-    return [*lines, *without_speed_flags(stopped, lambda row: validation_minutes(grid, row)), ""]
+    return [
+        *lines,
+        *_replay_check(grid, stopped),
+        *without_speed_flags(stopped, lambda row: validation_minutes(grid, row)),
+        "",
+    ]
+
+
+def _replay_check(grid: Grid, stopped: list[dict[str, Any]]) -> list[str]:
+    """Whether every plateau stop replays from its run's log under the early-stopping rule as the grid
+    file writes it now, naming the runs that do not (their rows then answer to another protocol)."""
+    plateau = [row for row in stopped if row["stop_reason"] == "validation plateau"]
+    replays = [(row, replayed_stop(grid, row)) for row in plateau]
+    if not plateau or any(step is None for _, step in replays):
+        return []
+    rule = f"{grid.common.get('early_stopping_patience')} evaluations without a new best validation BLEU"
+    if grid.common.get("early_stopping_watch_loss"):
+        rule += " or a new lowest validation loss"
+    differing = [f"{row['run']} (its log stops at {step})" for row, step in replays if step != row["steps"]]
+    if differing:
+        verdict = f"a run stops elsewhere than it did: {'; '.join(differing)}."
+    else:
+        verdict = "every plateau stop above happens at the step the run stopped at."
+    return ["", f"Replayed from each run's log under the rule as the grid file writes it now ({rule}), {verdict}"]
 
 
 def _budgets_section(grid: Grid) -> list[str]:
