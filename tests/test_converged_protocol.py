@@ -571,3 +571,17 @@ def test_the_page_replays_each_stop_under_the_rule_the_grid_writes_now(tmp_path,
         f"now ({rule}), a run stops elsewhere than it did: vanilla-small-seed1-dropout0.2 (its log stops at 500)."
         in section
     )
+
+
+def test_a_checkpoint_saved_with_other_stateful_callbacks_resumes(tmp_path):
+    """A run resumed from a checkpoint saved before its early stopping watched the loss (the state names
+    Transformers' EarlyStoppingCallback, not PlateauStopping) saves its next checkpoints and finishes,
+    counting its patience from the log as the rule now says."""
+    _run(tmp_path, "older", max_steps=2)
+    state_file = tmp_path / "older" / "checkpoint-2" / "trainer_state.json"
+    state = json.loads(state_file.read_text(encoding="utf-8"))
+    state["stateful_callbacks"]["EarlyStoppingCallback"] = state["stateful_callbacks"].pop("PlateauStopping")
+    state_file.write_text(json.dumps(state), encoding="utf-8")
+    train = _run(tmp_path, "older", max_steps=6, early_stopping_watch_loss=True)["train"]
+    assert train["resumed_from_checkpoint"].endswith("checkpoint-2")
+    assert (train["global_step"], train["stop_reason"]) == (6, "step cap")  # the loss fell: no plateau

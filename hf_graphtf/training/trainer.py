@@ -10,7 +10,7 @@ from transformers import (
     Seq2SeqTrainer,
     TrainerCallback,
 )
-from transformers.trainer_callback import PrinterCallback
+from transformers.trainer_callback import ExportableState, PrinterCallback
 from transformers.trainer_utils import rotate_checkpoints
 from transformers.utils import logging
 
@@ -91,6 +91,11 @@ class TranslationTrainer(Seq2SeqTrainer):
         if self.args.should_save:
             shutil.rmtree(staged, ignore_errors=True)  # left by a save interrupted at this same step
         self.accelerator.wait_for_everyone()
+        # a state resumed from a checkpoint saved with other stateful callbacks (e.g. before early stopping
+        # counted the loss too) lacks this run's names, and the Trainer's save would fail on the lookup
+        for callback in self.callback_handler.callbacks:
+            if isinstance(callback, ExportableState):
+                self.state.stateful_callbacks.setdefault(type(callback).__name__, {})
         self._staging_root = os.path.dirname(staged)
         try:
             super()._save_checkpoint(model, trial)
