@@ -494,40 +494,42 @@ def test_the_patience_counts_as_transformers_early_stopping_does(threshold):
     evaluation (its best metric kept as the Trainer keeps it: any improvement, threshold or not)."""
     from transformers import EarlyStoppingCallback
 
-    from hf_graphtf.training.plateau import PatienceCount, count_patience
+    from hf_graphtf.training.plateau import PatienceCount, PlateauRule
 
     generator = torch.Generator().manual_seed(0)
     bleu = (torch.rand(200, generator=generator) * 3).cumsum(0) % 7  # climbs, falls back, ties
     bleu = [round(value, 1) for value in bleu.tolist()]
     reference = EarlyStoppingCallback(early_stopping_patience=1000, early_stopping_threshold=threshold)
     args, state = SimpleNamespace(greater_is_better=True), SimpleNamespace(best_metric=None)
-    count = PatienceCount()
+    rule, count = PlateauRule(patience=1000, metric_key="eval_bleu", threshold=threshold), PatienceCount()
     for value in bleu:
         reference.check_metric_value(args, state, None, value)
         state.best_metric = value if state.best_metric is None or value > state.best_metric else state.best_metric
-        count = count_patience(count, value, 3.0, threshold=threshold)
+        count = rule.count(count, value, 3.0)
         assert count.waited == reference.early_stopping_patience_counter and count.best_metric == state.best_metric
 
 
 def test_the_loss_clause_resets_the_patience_only_on_a_new_lowest_loss():
     """A BLEU stall with a falling loss never stops; a loss that only returns to its best (a tie) or
     rises does not reset; the stop step replays from a log as the callback counts."""
-    from hf_graphtf.training.plateau import stop_step
+    from hf_graphtf.training.plateau import PlateauRule
+
+    by_bleu, watching = PlateauRule(3, "eval_bleu"), PlateauRule(3, "eval_bleu", watch_loss=True)
 
     stall = [
         {"step": 100 * i, "eval_bleu": 1.5 if i == 1 else 1.0, "eval_loss": round(5.0 - 0.1 * i, 2)}
         for i in range(1, 12)
     ]
-    assert stop_step(stall, "eval_bleu", 3) == 400  # BLEU alone: 3 evaluations after the best at 100
-    assert stop_step(stall, "eval_bleu", 3, watch_loss=True) is None  # the loss fell every time
+    assert by_bleu.stop_step(stall) == 400  # BLEU alone: 3 evaluations after the best at 100
+    assert watching.stop_step(stall) is None  # the loss fell every time
     # the lowest loss is 4.7 at step 300; 4.7 again at 400 (a tie), then higher: stopped at the third
     flat = [
         *stall[:3],
         *({"step": 400 + 100 * i, "eval_bleu": 1.0, "eval_loss": loss} for i, loss in enumerate([4.7, 4.75, 4.8])),
     ]
-    assert stop_step(flat, "eval_bleu", 3, watch_loss=True) == 600
+    assert watching.stop_step(flat) == 600
     unordered = [flat[i] for i in (5, 0, 3, 1, 4, 2)]  # a log read back out of order replays the same
-    assert stop_step(unordered, "eval_bleu", 3, watch_loss=True) == 600
+    assert watching.stop_step(unordered) == 600
 
 
 def test_the_loss_clause_needs_a_patience(tmp_path):

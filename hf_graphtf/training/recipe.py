@@ -33,7 +33,7 @@ from .hub import card_model_id, create_hub_repo, upload_to_hub
 from .log_lines import announce
 from .metrics import build_compute_metrics
 from .models import build_model
-from .plateau import PlateauStopping
+from .plateau import PlateauRule, PlateauStopping
 from .records import format_summary, run_record, write_outputs
 from .resume import (
     check_resume_options,
@@ -94,13 +94,10 @@ def run_translation(
 
     all_callbacks = list(callbacks)
     early_stopping = None
-    if training_args.early_stopping_patience is not None:
-        early_stopping = PlateauStopping(
-            training_args.early_stopping_patience,
-            training_args.early_stopping_threshold,
-            watch_loss=training_args.early_stopping_watch_loss,
-        )
-        early_stopping.resume(checkpoint, training_args)
+    rule = PlateauRule.from_args(training_args)
+    if rule is not None:
+        early_stopping = PlateauStopping(rule)
+        early_stopping.resume(checkpoint)
         all_callbacks.append(early_stopping)
     # counts training minutes over every sitting; stops training only with max_train_minutes
     budget = TrainingTimeBudget(training_args.max_train_minutes, trained_seconds_in(checkpoint))

@@ -21,7 +21,7 @@ from .checkpoints import (
     remove_checkpoints,
     remove_staging,
 )
-from .plateau import PlateauStopping
+from .plateau import PlateauRule, PlateauStopping
 from .records import RESULTS_FILE
 
 logger = logging.get_logger(__name__)
@@ -109,14 +109,10 @@ def finished_training(checkpoint: str, training_args: TranslationTrainingArgumen
     budget = training_args.max_train_minutes
     if budget is not None and trained_seconds_in(checkpoint) >= 60 * budget:
         return f"the {budget:g}-minute training budget was spent"
-    patience = training_args.early_stopping_patience
-    if patience is not None:
-        stopping = PlateauStopping(
-            patience, training_args.early_stopping_threshold, watch_loss=training_args.early_stopping_watch_loss
-        )
-        stopping.resume(checkpoint, training_args)
-        if stopping.early_stopping_patience_counter >= patience:
-            return f"early stopping ({stopping.early_stopping_patience_counter} evaluations without improvement)"
+    rule = PlateauRule.from_args(training_args)
+    waited = None if rule is None else rule.replay(state.get("log_history", [])).waited
+    if waited is not None and waited >= rule.patience:
+        return f"early stopping ({waited} evaluations without improvement)"
     return None
 
 

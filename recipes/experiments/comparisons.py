@@ -59,21 +59,12 @@ def replayed_stop(grid: Grid, row: dict) -> int | None:
     protocol changed while a grid runs holds for the runs that finished before only where this is the
     step each of them stopped at."""
     from hf_graphtf.training.arguments import load_recipe
-    from hf_graphtf.training.plateau import metric_key, stop_step
+    from hf_graphtf.training.plateau import PlateauRule
 
     history = grid.log_history(row)
     recipe = {**(load_recipe(REPO_ROOT / row["recipe"]) if row.get("recipe") else {}), **grid.common}
-    if history is None or recipe.get("early_stopping_patience") is None:
-        return None
-    key = metric_key(recipe.get("metric_for_best_model"))
-    return stop_step(
-        history,
-        key,
-        recipe["early_stopping_patience"],
-        threshold=recipe.get("early_stopping_threshold") or 0.0,
-        greater_is_better=recipe.get("greater_is_better", not key.endswith("loss")),
-        watch_loss=bool(recipe.get("early_stopping_watch_loss")),
-    )
+    rule = PlateauRule.from_fields(recipe.get)
+    return None if history is None or rule is None else rule.stop_step(history)
 
 
 def paired_bootstrap(grid: Grid, baseline: list[dict], system: list[dict], references: list[str]) -> float | None:

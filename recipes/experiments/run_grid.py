@@ -284,7 +284,7 @@ def resume_state(run: Run) -> str:
     many evaluations in a row have not beaten it. A converged run takes hours over several sittings,
     and whoever restarts the runner wants to know how far it got."""
     from hf_graphtf.training.checkpoints import newest_complete_checkpoint
-    from hf_graphtf.training.plateau import metric_key, replay_patience
+    from hf_graphtf.training.plateau import PlateauRule
 
     checkpoint, _ = newest_complete_checkpoint(run.output_dir)
     if checkpoint is None:
@@ -296,19 +296,11 @@ def resume_state(run: Run) -> str:
         metric = recipe.get("metric_for_best_model") or "loss"
         metric = {"bleu": "BLEU", "chrf": "chrF"}.get(metric, metric)
         text += f", best validation {metric} {state['best_metric']} at step {state.get('best_global_step')}"
-    patience = recipe.get("early_stopping_patience")
-    if patience is not None:  # replayed from the log, as the resumed run will count
-        key = metric_key(recipe.get("metric_for_best_model"))
-        watch_loss = bool(recipe.get("early_stopping_watch_loss"))
-        count = replay_patience(
-            state.get("log_history", []),
-            key,
-            threshold=recipe.get("early_stopping_threshold") or 0.0,
-            greater_is_better=recipe.get("greater_is_better", not key.endswith("loss")),
-            watch_loss=watch_loss,
-        )
-        text += f", {count.waited} of {patience} evaluations without a new best"
-        text += " (nor a lower validation loss)" if watch_loss else ""
+    rule = PlateauRule.from_fields(recipe.get)
+    if rule is not None:  # replayed from the log, as the resumed run will count
+        waited = rule.replay(state.get("log_history", [])).waited
+        text += f", {waited} of {rule.patience} evaluations without a new best"
+        text += " (nor a lower validation loss)" if rule.watch_loss else ""
     return text
 
 
