@@ -8,6 +8,7 @@ give finite losses and the same checkpoint format as fp32 ones, and a grid tunes
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -313,11 +314,9 @@ def test_the_page_prices_the_runs_left_at_the_finished_runs_most_like_them(tmp_p
     assert speeds.remaining_minutes(grid, _finish(grid, "al_both-small-seed2", minutes=120.0)) is None
 
 
-def test_the_glance_table_sets_the_converged_cell_beside_the_early_budgets(tmp_path, experiments):
-    """The README's table: a column per budget, the converged one last, each Δ over the seeds both
-    vanilla and the variant have (a variant's seed whose vanilla has not finished stays out), vanilla's
-    converged cell the tuning run at the chosen value, not the run that tuned worse."""
-    comparisons = experiments["comparisons"]
+def _early_and_converged(tmp_path, experiments):
+    """A converged grid (tuning dropout 0.1, 0.2) that names an early-budget grid of the same variants,
+    and a ``finish(grid, variant, seed, test, tag, valid)`` that appends a finished row to either."""
     converged = _tuning_grid(tmp_path / "converged", experiments, values=[0.1, 0.2])
     early_spec = yaml.safe_load(converged.path.read_text(encoding="utf-8"))
     del early_spec["tuning"]
@@ -327,8 +326,6 @@ def test_the_glance_table_sets_the_converged_cell_beside_the_early_budgets(tmp_p
     spec = yaml.safe_load(converged.path.read_text(encoding="utf-8"))
     spec.update(common={"early_stopping_patience": 8}, earlier_budgets=[str(early_path)])
     converged.path.write_text(yaml.safe_dump(spec), encoding="utf-8")
-    converged = experiments["grid"].Grid.load(converged.path)
-    early = experiments["grid"].Grid.load(early_path)
 
     def finish(grid, variant: str, seed: int, test: float, tag: str = "", valid: float = 0.0) -> None:
         run = f"{variant}-small-seed{seed}" + (f"-{tag}" if tag else "")
@@ -340,6 +337,16 @@ def test_the_glance_table_sets_the_converged_cell_beside_the_early_budgets(tmp_p
         with grid.results.open("a", encoding="utf-8") as results:
             results.write(json.dumps(row) + "\n")
 
+    grid_class = experiments["grid"].Grid
+    return grid_class.load(early_path), grid_class.load(converged.path), finish
+
+
+def test_the_glance_table_sets_the_converged_cell_beside_the_early_budgets(tmp_path, experiments):
+    """The README's table: a column per budget, the converged one last, each Δ over the seeds both
+    vanilla and the variant have (a variant's seed whose vanilla has not finished stays out), vanilla's
+    converged cell the tuning run at the chosen value, not the run that tuned worse."""
+    comparisons = experiments["comparisons"]
+    early, converged, finish = _early_and_converged(tmp_path, experiments)
     for seed, (base, link) in {1: (20.0, 21.0), 2: (21.0, 23.0)}.items():
         finish(early, "vanilla", seed, base)
         finish(early, "al_both", seed, link)
@@ -350,6 +357,27 @@ def test_the_glance_table_sets_the_converged_cell_beside_the_early_budgets(tmp_p
     header, _, al_both = comparisons.budgets_table([early, converged], ("vanilla", "al_both"))
     assert header.split(" | ")[1:3] == ["Δ BLEU, full train set, 600 steps", "Δ BLEU, full train set, to a plateau"]
     assert al_both.split(" | ")[1:4] == ["+1.50 (n=2)", "+3.00 (n=1)", "+10%"]
+
+
+def test_a_one_seed_delta_is_set_beside_the_seed_to_seed_spread_of_the_earlier_budgets(tmp_path, experiments):
+    """Under a table with a one-seed Δ, the note gives each variant's largest standard deviation of the
+    per-seed Δ where several seeds ran (here Δ +1 and +2: 0.71, at 600 steps); once every cell has
+    several seeds the note goes."""
+    comparisons = experiments["comparisons"]
+    early, converged, finish = _early_and_converged(tmp_path, experiments)
+    for seed, (base, link) in {1: (20.0, 21.0), 2: (21.0, 23.0)}.items():
+        finish(early, "vanilla", seed, base)
+        finish(early, "al_both", seed, link)
+    finish(converged, "vanilla", 1, 24.0, tag="dropout0.1", valid=22.0)
+    finish(converged, "vanilla", 1, 25.0, tag="dropout0.2", valid=24.0)
+    finish(converged, "al_both", 1, 28.0)
+    (note,) = comparisons.seed_spread_note([early, converged], ("vanilla", "al_both"))
+    assert "one seed (n=1)" in note
+    assert f"al_both {statistics.stdev([1.0, 2.0]):.2f} (full train set, 600 steps)" in note
+    finish(converged, "vanilla", 2, 26.0)
+    finish(converged, "al_both", 2, 27.0)
+    converged = experiments["grid"].Grid.load(converged.path)
+    assert comparisons.seed_spread_note([early, converged], ("vanilla", "al_both")) == []
 
 
 def test_a_tuning_range_grows_while_its_best_value_lies_at_an_edge(tmp_path, experiments):

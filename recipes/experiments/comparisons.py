@@ -204,6 +204,41 @@ def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
     return lines
 
 
+def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
+    """A sentence for a budgets table with a one-seed Δ in it (nothing otherwise): the paired bootstrap of
+    one pair of runs measures the test set's sampling, not the seed's, so the note sets beside it how much
+    each variant's Δ moved from seed to seed where the grids ran several (the largest standard deviation
+    of the per-seed Δ over the budgets, and at which). Without it a one-seed Δ with p 0.001 reads as
+    settled when another seed could halve it or turn it round."""
+    compared = [variant for variant in variants if variant != "vanilla"]
+    one_seed, spread = False, {}
+    for grid in grids:
+        rows_by = grid.rows_by_cell()
+        for size in grid.sizes:
+            base = {row["seed"]: row["test"]["bleu"] for row in rows_by.get(("vanilla", size), [])}
+            for variant in compared:
+                runs = [row for row in rows_by.get((variant, size), []) if row["seed"] in base]
+                deltas = [row["test"]["bleu"] - base[row["seed"]] for row in runs]
+                one_seed |= len(deltas) == 1
+                if len(deltas) > 1 and statistics.stdev(deltas) > spread.get(variant, (-1.0, ""))[0]:
+                    spread[variant] = (statistics.stdev(deltas), budget_label(grid, size))
+    if not one_seed:
+        return []
+    sentence = (
+        "A Δ over one seed (n=1) compares one pair of models: its p says how sure the test set makes their "
+        "difference, not whether another seed would give the same one."
+    )
+    if spread:
+        largest = "; ".join(
+            f"{variant} {spread[variant][0]:.2f} ({spread[variant][1]})" for variant in compared if variant in spread
+        )
+        sentence += (
+            " Where several seeds ran, a variant's Δ moved from seed to seed with a standard deviation of up "
+            f"to: {largest}; a one-seed Δ under about twice that could come from the seed alone."
+        )
+    return [sentence]
+
+
 BUDGETS_NOTE = (
     "Training speed: the variant's training tokens/s over vanilla's run of the same size, seed and machine, "
     "median over those pairs in every grid (their number in brackets); runs of a grid run hours apart on a "
@@ -216,11 +251,13 @@ _BUDGETS: dict[Path, list[str]] = {}
 
 
 def grid_budgets_table(grid: Grid) -> list[str]:
-    """`budgets_table` of the grid's ``earlier_budgets`` and the grid itself, over the grid's own variants
-    (computed once per run of the report: the bootstrap tests take a while)."""
+    """`budgets_table` of the grid's ``earlier_budgets`` and the grid itself, over the grid's own variants,
+    with `seed_spread_note` under it where a cell is over one seed (computed once per run of the report:
+    the bootstrap tests take a while)."""
     if grid.path not in _BUDGETS:
         grids = [Grid.load(REPO_ROOT / path) for path in grid.earlier_budgets] + [grid]
-        _BUDGETS[grid.path] = budgets_table(grids, tuple(grid.variants))
+        note = seed_spread_note(grids, tuple(grid.variants))
+        _BUDGETS[grid.path] = budgets_table(grids, tuple(grid.variants)) + (["", *note] if note else [])
     return _BUDGETS[grid.path]
 
 
