@@ -85,14 +85,21 @@ def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path, exper
     straight = _run(tmp_path, "straight")["train"]
     # interrupted after step 2, one evaluation into its patience: the counter must come back with it
     _run(tmp_path, "resumed", max_steps=2)
-    # the runner says where it stands before it resumes it
-    run = SimpleNamespace(output_dir=tmp_path / "resumed", recipe=tmp_path / "resumed.yaml", overrides={})
-    state = experiments["run_grid"].resume_state(run)
+
+    # the runner says where it stands before it resumes it, and the page's tuning table likewise
+    def run_in(folder: str):
+        return experiments["grid"].Run("vanilla", "small", 1, tmp_path / "resumed.yaml", {}, tmp_path / folder)
+
+    state = experiments["run_grid"].resume_state(run_in("resumed"))
     best = json.loads((tmp_path / "resumed" / "checkpoint-2" / "trainer_state.json").read_text())["best_metric"]
     assert state == f"resumes from step 2, best validation loss {best} at step 1, 1 of 3 evaluations without a new best"
+    cells = experiments["report"]._unfinished_cells(run_in("resumed")).split(" | ")
+    assert cells[0] == f"{best} so far" and cells[3] == "1"
+    assert cells[4].startswith("training: at step 2, validation loss ")
+    assert cells[4].endswith(", 1 of 3 evaluations without a new best")
     (tmp_path / "empty").mkdir()
-    empty = SimpleNamespace(output_dir=tmp_path / "empty", recipe=tmp_path / "resumed.yaml", overrides={})
-    assert experiments["run_grid"].resume_state(empty).startswith("starts over")
+    assert experiments["run_grid"].resume_state(run_in("empty")).startswith("starts over")
+    assert "not finished" in experiments["report"]._unfinished_cells(run_in("empty"))
     resumed = _run(tmp_path, "resumed")["train"]
     assert resumed["resumed_from_checkpoint"].endswith("checkpoint-2")
     assert_same_stop_and_model(tmp_path, "straight", straight, "resumed", resumed)

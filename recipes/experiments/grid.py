@@ -40,6 +40,66 @@ class Run:
     def name(self) -> str:
         return f"{self.variant}-{self.size}-seed{self.seed}" + (f"-{self.tag}" if self.tag else "")
 
+    def recipe_fields(self) -> dict[str, Any]:
+        """The run's recipe with the grid's overrides on top: what the training script is given."""
+        from hf_graphtf.training.arguments import load_recipe
+
+        return {**load_recipe(self.recipe), **self.overrides}
+
+    def progress(self) -> Progress | None:
+        """Where the run stands, from the newest whole checkpoint in its output folder (the one training
+        resumes from); None without one."""
+        from hf_graphtf.training.checkpoints import newest_complete_checkpoint
+        from hf_graphtf.training.plateau import PlateauRule
+
+        checkpoint, _ = newest_complete_checkpoint(self.output_dir)
+        if checkpoint is None:
+            return None
+        state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+        recipe = self.recipe_fields()
+        metric = recipe.get("metric_for_best_model") or "loss"
+        rule = PlateauRule.from_fields(recipe.get)
+        history = state.get("log_history", [])
+        losses = [entry["eval_loss"] for entry in history if "eval_loss" in entry]
+        return Progress(
+            step=state["global_step"],
+            metric={"bleu": "BLEU", "chrf": "chrF"}.get(metric, metric),
+            best_metric=state.get("best_metric"),
+            best_step=state.get("best_global_step"),
+            eval_loss=losses[-1] if losses else None,
+            waited=None if rule is None else rule.replay(history).waited,  # as the resumed run will count
+            patience=None if rule is None else rule.patience,
+            watch_loss=rule is not None and rule.watch_loss,
+        )
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far an unfinished run got: a converged run takes hours over several sittings, and whoever
+    restarts the runner or reads the page mid-grid wants to know where it stands."""
+
+    step: int
+    #: the metric that picks the best checkpoint, as the page names it (``BLEU``)
+    metric: str
+    best_metric: float | None
+    best_step: int | None
+    #: the newest validation loss
+    eval_loss: float | None
+    #: evaluations in a row without a new best (nor, with ``watch_loss``, a new lowest loss); None
+    #: without early stopping
+    waited: int | None
+    patience: int | None
+    watch_loss: bool
+
+    def patience_text(self) -> str:
+        """``3 of 8 evaluations without a new best (nor a lower validation loss)``, or "" without early
+        stopping."""
+        if self.waited is None:
+            return ""
+        return f"{self.waited} of {self.patience} evaluations without a new best" + (
+            " (nor a lower validation loss)" if self.watch_loss else ""
+        )
+
 
 @dataclass(frozen=True)
 class Tuning:

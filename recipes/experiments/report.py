@@ -41,7 +41,7 @@ from comparisons import (
     test_references,
 )
 from figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
-from grid import REPO_ROOT, Grid
+from grid import REPO_ROOT, Grid, Run
 from speeds import device_cell, remaining_minutes, training_speed, validation_minutes, without_speed_flags
 
 
@@ -183,7 +183,7 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         for value, run in zip(grid.tuning_values(size), grid.tuning_runs(size)):
             row = by_name.get(run.name)
             if row is None:
-                lines.append(f"| {size} | {value} | – | – | – | – | not finished | – | |")
+                lines.append(f"| {size} | {value} | " + _unfinished_cells(run) + " |")
                 continue
             lines.append(
                 f"| {size} | {value} | {row['valid']['bleu']} | {row['test']['bleu']} | {row['steps']} | "
@@ -194,6 +194,22 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         if note := grid.tuned_edge_note(size):
             lines += ["", f"{size}: {note}."]
     return [*lines, ""]
+
+
+def _unfinished_cells(run: Run) -> str:
+    """The tuning table's cells from valid BLEU to chosen for a run without a row: where it stands from its
+    newest checkpoint on this machine (best so far, step, validation loss, patience), else "not
+    finished". A tuning run can train for hours over several sittings; the page says how far it got."""
+    progress = run.progress()
+    if progress is None:
+        return "– | – | – | – | not finished | – |"
+    best = "–" if progress.best_metric is None else f"{progress.best_metric} so far"
+    state = [f"training: at step {progress.step}"]
+    if progress.eval_loss is not None:
+        state.append(f"validation loss {progress.eval_loss:.3f}")
+    if patience := progress.patience_text():
+        state.append(patience)
+    return f"{best} | – | – | {progress.best_step or '–'} | {', '.join(state)} | – |"
 
 
 def _minutes(row: dict[str, Any]) -> str:

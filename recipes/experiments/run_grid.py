@@ -67,9 +67,7 @@ def device_name(processes: int) -> str:
 
 def _recipe_of(run: Run) -> tuple[dict[str, Any], str]:
     """The run's recipe with its overrides, and its corpus as an absolute path (or a Hub id)."""
-    from hf_graphtf.training.arguments import load_recipe
-
-    recipe = {**load_recipe(run.recipe), **run.overrides}
+    recipe = run.recipe_fields()
     return recipe, resolve_corpus(recipe["corpus"])
 
 
@@ -279,28 +277,17 @@ def _state(grid: Grid, run: Run, done: set[str]) -> str:
 
 
 def resume_state(run: Run) -> str:
-    """Where an unfinished run with an output folder stands, from its newest whole checkpoint (the one
-    training resumes from): its step, its best validation score so far and, under early stopping, how
-    many evaluations in a row have not beaten it. A converged run takes hours over several sittings,
-    and whoever restarts the runner wants to know how far it got."""
-    from hf_graphtf.training.checkpoints import newest_complete_checkpoint
-    from hf_graphtf.training.plateau import PlateauRule
-
-    checkpoint, _ = newest_complete_checkpoint(run.output_dir)
-    if checkpoint is None:
+    """Where an unfinished run with an output folder stands (`Run.progress`), as the runner says it
+    before resuming: its step, its best validation score so far and how many evaluations in a row have
+    not beaten it."""
+    progress = run.progress()
+    if progress is None:
         return "starts over (its output folder has no whole checkpoint)"
-    state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
-    text = f"resumes from step {state['global_step']}"
-    recipe = _recipe_of(run)[0]
-    if state.get("best_metric") is not None:
-        metric = recipe.get("metric_for_best_model") or "loss"
-        metric = {"bleu": "BLEU", "chrf": "chrF"}.get(metric, metric)
-        text += f", best validation {metric} {state['best_metric']} at step {state.get('best_global_step')}"
-    rule = PlateauRule.from_fields(recipe.get)
-    if rule is not None:  # replayed from the log, as the resumed run will count
-        waited = rule.replay(state.get("log_history", [])).waited
-        text += f", {waited} of {rule.patience} evaluations without a new best"
-        text += " (nor a lower validation loss)" if rule.watch_loss else ""
+    text = f"resumes from step {progress.step}"
+    if progress.best_metric is not None:
+        text += f", best validation {progress.metric} {progress.best_metric} at step {progress.best_step}"
+    if patience := progress.patience_text():
+        text += f", {patience}"
     return text
 
 
