@@ -215,10 +215,10 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
     for grid in grids:
         rows_by = grid.rows_by_cell()
         for size in grid.sizes:
-            base = {row["seed"]: row["test"]["bleu"] for row in rows_by.get(("vanilla", size), [])}
             for variant in compared:
-                runs = [row for row in rows_by.get((variant, size), []) if row["seed"] in base]
-                deltas = [row["test"]["bleu"] - base[row["seed"]] for row in runs]
+                # both in seed order, one row per seed: pairs line up
+                runs, paired = on_shared_seeds(rows_by.get((variant, size), []), rows_by.get(("vanilla", size), []))
+                deltas = [run["test"]["bleu"] - base["test"]["bleu"] for run, base in zip(runs, paired)]
                 one_seed |= len(deltas) == 1
                 if len(deltas) > 1 and statistics.stdev(deltas) > spread.get(variant, (-1.0, ""))[0]:
                     spread[variant] = (statistics.stdev(deltas), budget_label(grid, size))

@@ -226,9 +226,8 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "## When each run stopped",
         "",
-        "A run stops after `early_stopping_patience` evaluations without a new best validation BLEU "
-        + ("or a new lowest validation loss " if grid.common.get("early_stopping_watch_loss") else "")
-        + "(`validation plateau`); `step cap` means it reached `max_steps`, the safety net, and did not "
+        f"A run stops after `early_stopping_patience` evaluations without {_patience_resets(grid)} "
+        "(`validation plateau`); `step cap` means it reached `max_steps`, the safety net, and did not "
         "converge. The test split is translated by the best checkpoint. Minutes: training time over every "
         "sitting, validation passes included, on the run's machine (see `cores used` in the runs' table: "
         "other work on the machine slows a run without changing its result). Swing on the plateau: how "
@@ -275,6 +274,12 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _patience_resets(grid: Grid) -> str:
+    """What resets a run's early-stopping patience under the grid's protocol, in words."""
+    resets = "a new best validation BLEU"
+    return resets + (" or a new lowest validation loss" if grid.common.get("early_stopping_watch_loss") else "")
+
+
 def _replay_check(grid: Grid, stopped: list[dict[str, Any]]) -> list[str]:
     """Whether every plateau stop replays from its run's log under the early-stopping rule as the grid
     file writes it now, naming the runs that do not (their rows then answer to another protocol)."""
@@ -282,9 +287,7 @@ def _replay_check(grid: Grid, stopped: list[dict[str, Any]]) -> list[str]:
     replays = [(row, replayed_stop(grid, row)) for row in plateau]
     if not plateau or any(step is None for _, step in replays):
         return []
-    rule = f"{grid.common.get('early_stopping_patience')} evaluations without a new best validation BLEU"
-    if grid.common.get("early_stopping_watch_loss"):
-        rule += " or a new lowest validation loss"
+    rule = f"{grid.common.get('early_stopping_patience')} evaluations without {_patience_resets(grid)}"
     differing = [f"{row['run']} (its log stops at {step})" for row, step in replays if step != row["steps"]]
     if differing:
         verdict = f"a run stops elsewhere than it did: {'; '.join(differing)}."
