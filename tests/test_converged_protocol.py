@@ -447,6 +447,44 @@ def test_the_tuning_table_says_when_the_chosen_value_lies_at_the_ranges_bound(tm
     assert "| small | 0.4 | 27.5 | 30.5 | 100 | – | – | – | yes |" in inside and "not shown" not in inside
 
 
+def test_a_tuning_run_cut_off_before_its_plateau_is_named_under_the_tuning_table(tmp_path, experiments):
+    """A tuning run that reached the step cap still improving has a best that is a floor: the value
+    chosen over it is not shown to beat it, and the page and the runner's Tuning line say so; a chosen
+    value whose run was cut off means the baseline had not converged. Plateau stops say nothing."""
+    grid = _tuning_grid(tmp_path, experiments, values=[0.3, 0.4], extend={"step": 0.1, "bounds": [0.0, 0.5]})
+    stops = {0.3: ("validation plateau", 26.0), 0.4: ("validation plateau", 27.4), 0.5: ("step cap", 20.5)}
+    for value, (reason, bleu) in stops.items():
+        row = {
+            "grid": grid.name, "run": f"vanilla-small-seed1-dropout{value}", "valid": {"bleu": bleu},
+            "test": {"bleu": bleu + 3}, "steps": 40000, "stop_reason": reason, "size": "small",
+            "tuning": {"field": "dropout", "value": value}, "output_dir": str(tmp_path / "absent"),
+        }  # fmt: skip
+        with grid.results.open("a", encoding="utf-8") as results:
+            results.write(json.dumps(row) + "\n")
+    note = (
+        "dropout 0.5 stopped at the step cap (step 40,000), not on a validation plateau: its validation BLEU "
+        "20.5 is where it had got to, not where it would level off, so dropout 0.4 is chosen over it without "
+        "0.5 shown to stay below it"
+    )
+    assert grid.tuned_value("small") == 0.4 and grid.tuned_unconverged_note("small") == note
+    assert f"small: {note}." in experiments["report"]._tuning_section(grid, grid.finished_rows())
+    assert note in experiments["run_grid"]._tuning_state(grid)
+
+    plateau = _tuning_grid(tmp_path / "plateau", experiments, values=[0.3, 0.4])
+    capped = _tuning_grid(tmp_path / "capped", experiments, values=[0.3, 0.4])
+    for grid, reason in ((plateau, "validation plateau"), (capped, "step cap")):
+        for value, bleu in ((0.3, 26.0), (0.4, 27.4)):
+            row = {"grid": grid.name, "run": f"vanilla-small-seed1-dropout{value}", "valid": {"bleu": bleu},
+                   "steps": 40000, "stop_reason": reason if value == 0.4 else "validation plateau"}  # fmt: skip
+            with grid.results.open("a", encoding="utf-8") as results:
+                results.write(json.dumps(row) + "\n")
+    assert plateau.tuned_unconverged_note("small") is None
+    assert capped.tuned_unconverged_note("small") == (
+        "dropout 0.4 stopped at the step cap (step 40,000), not on a validation plateau: the chosen value's "
+        "run had not converged, nor has the comparison's baseline"
+    )
+
+
 @pytest.mark.parametrize(
     ("extend", "message"),
     [

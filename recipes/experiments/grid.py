@@ -319,6 +319,34 @@ class Grid:
         tuned = self.tuned_value(size)
         return None if tuned is None else self.tuning.edge_note(self.tuning_values(size), tuned)
 
+    def tuned_unconverged_note(self, size: str) -> str | None:
+        """Which of one size's tuning runs stopped other than on a validation plateau (the step cap, a time
+        budget), in words; None while the tuning has not chosen, or when every one of them levelled off.
+
+        The rule compares best validation BLEU, and a run cut off while still improving has a best that
+        is where it had got to, not where it would level off: beaten by the chosen value, it is not shown
+        to stay below it; chosen, the baseline every variant is compared with had not converged."""
+        tuned = self.tuned_value(size)
+        if tuned is None:
+            return None
+        rows = {row["run"]: row for row in self.finished_rows()}
+        field = self.tuning.field
+        notes = []
+        for value, run in zip(self.tuning_values(size), self.tuning_runs(size)):
+            row = rows[run.name]
+            reason = row.get("stop_reason")
+            if reason in (None, "validation plateau"):
+                continue
+            where = f"{field} {value:g} stopped at the {reason} (step {row['steps']:,}), not on a validation plateau"
+            if value == tuned:
+                notes.append(f"{where}: the chosen value's run had not converged, nor has the comparison's baseline")
+            else:
+                notes.append(
+                    f"{where}: its validation BLEU {row['valid']['bleu']} is where it had got to, not where it would "
+                    f"level off, so {field} {tuned:g} is chosen over it without {value:g} shown to stay below it"
+                )
+        return "; ".join(notes) or None
+
     def _tuning_run(self, size: str, value: Any) -> Run:
         tuning = self.tuning
         return self._run(tuning.variant, size, tuning.seed, {tuning.field: value}, tuning.tag(value))

@@ -191,8 +191,9 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
                 f"{'yes' if chosen == value else ''} |"
             )
     for size in grid.sizes:
-        if note := grid.tuned_edge_note(size):
-            lines += ["", f"{size}: {note}."]
+        for note in (grid.tuned_edge_note(size), grid.tuned_unconverged_note(size)):
+            if note:
+                lines += ["", f"{size}: {note}."]
     return [*lines, ""]
 
 

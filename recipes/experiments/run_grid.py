@@ -491,8 +491,8 @@ def _tuning_state(grid: Grid) -> str:
     for size in grid.sizes:
         tuned = grid.tuned_value(size)
         if tuned is not None:
-            note = grid.tuned_edge_note(size)
-            states.append(f"{grid.tuning.field} {tuned} at {size}" + (f" ({note})" if note else ""))
+            notes = [note for note in (grid.tuned_edge_note(size), grid.tuned_unconverged_note(size)) if note]
+            states.append(f"{grid.tuning.field} {tuned} at {size}" + (f" ({'; '.join(notes)})" if notes else ""))
         else:
             tried = ", ".join(str(value) for value in grid.tuning_values(size))
             states.append(f"{size}: the best {grid.tuning.field} lay at the edge of the range, which grows to {tried}")
