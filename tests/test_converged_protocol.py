@@ -97,6 +97,13 @@ def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path, exper
     assert cells[0] == f"{best} so far" and cells[3] == "1"
     assert cells[4].startswith("training: at step 2, validation loss ")
     assert cells[4].endswith(", 1 of 3 evaluations without a new best")
+    # its learning curve so far, as the uninterrupted run's first two evaluations, drawn on the page
+    progress = run_in("resumed").progress()
+    assert [list(point) for point in progress.validation_bleu] == [list(p) for p in straight["validation_bleu"][:2]]
+    figure = experiments["figures"].plot_learning_curves(
+        None, {}, "small", tmp_path / "curves.png", unfinished={"vanilla": list(progress.validation_bleu)}
+    )
+    assert figure is not None and figure.stat().st_size > 0
     (tmp_path / "empty").mkdir()
     assert experiments["run_grid"].resume_state(run_in("empty")).startswith("starts over")
     assert "not finished" in experiments["report"]._unfinished_cells(run_in("empty"))

@@ -67,6 +67,7 @@ class Run:
             best_metric=state.get("best_metric"),
             best_step=state.get("best_global_step"),
             eval_loss=losses[-1] if losses else None,
+            validation_bleu=tuple((entry["step"], entry["eval_bleu"]) for entry in history if "eval_bleu" in entry),
             waited=None if rule is None else rule.replay(history).waited,  # as the resumed run will count
             patience=None if rule is None else rule.patience,
             watch_loss=rule is not None and rule.watch_loss,
@@ -85,6 +86,8 @@ class Progress:
     best_step: int | None
     #: the newest validation loss
     eval_loss: float | None
+    #: (step, validation BLEU) of each evaluation so far, for the page's learning curves
+    validation_bleu: tuple[tuple[int, float], ...]
     #: evaluations in a row without a new best (nor, with ``watch_loss``, a new lowest loss); None
     #: without early stopping
     waited: int | None

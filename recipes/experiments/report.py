@@ -174,10 +174,15 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
             for row in rows
             if row.get("tuning") and row["size"] == size
         }
+        training = {
+            f"{tuning.variant}, {tuning.field} {value}": list(progress.validation_bleu)
+            for value, run in zip(grid.tuning_values(size), grid.tuning_runs(size))
+            if run.name not in by_name and (progress := run.progress()) is not None
+        }
         figure = grid.results.parent / "figures" / grid.name / f"tuning_{size}.png"
         figure.parent.mkdir(parents=True, exist_ok=True)
         title = f"Tuning {tuning.field} of {tuning.variant}, seed {tuning.seed}, {size}: each run until it stopped"
-        if curves and plot_learning_curves(grid, curves, size, figure, title):
+        if (curves or training) and plot_learning_curves(grid, curves, size, figure, title, training):
             lines[4:4] = [f"![tuning learning curves, {size}](figures/{grid.name}/{figure.name})", ""]
         chosen = grid.tuned_value(size)
         for value, run in zip(grid.tuning_values(size), grid.tuning_runs(size)):
