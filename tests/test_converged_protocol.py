@@ -488,7 +488,7 @@ def test_a_tuning_run_cut_off_before_its_plateau_is_named_under_the_tuning_table
     assert plateau.tuned_unconverged_note("small") is None
     assert capped.tuned_unconverged_note("small") == (
         "dropout 0.4 stopped at the step cap (step 40,000), not on a validation plateau: the chosen value's "
-        "run had not converged, nor has the comparison's baseline"
+        "run, the comparison's baseline, had not converged"
     )
 
 

@@ -342,7 +342,7 @@ class Grid:
                 continue
             where = f"{field} {value:g} stopped at the {reason} (step {row['steps']:,}), not on a validation plateau"
             if value == tuned:
-                notes.append(f"{where}: the chosen value's run had not converged, nor has the comparison's baseline")
+                notes.append(f"{where}: the chosen value's run, the comparison's baseline, had not converged")
             else:
                 notes.append(
                     f"{where}: its validation BLEU {row['valid']['bleu']} is where it had got to, not where it would "
