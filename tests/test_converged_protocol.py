@@ -93,7 +93,7 @@ def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path, exper
     state = experiments["run_grid"].resume_state(run_in("resumed"))
     best = json.loads((tmp_path / "resumed" / "checkpoint-2" / "trainer_state.json").read_text())["best_metric"]
     assert state == f"resumes from step 2, best validation loss {best} at step 1, 1 of 3 evaluations without a new best"
-    cells = experiments["report"]._unfinished_cells(run_in("resumed")).split(" | ")
+    cells = experiments["report"]._unfinished_cells(run_in("resumed").progress()).split(" | ")
     assert cells[0] == f"{best} so far" and cells[3] == "1"
     assert cells[4].startswith("training: at step 2, validation loss ")
     assert cells[4].endswith(", 1 of 3 evaluations without a new best")
@@ -106,7 +106,7 @@ def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path, exper
     assert figure is not None and figure.stat().st_size > 0
     (tmp_path / "empty").mkdir()
     assert experiments["run_grid"].resume_state(run_in("empty")).startswith("starts over")
-    assert "not finished" in experiments["report"]._unfinished_cells(run_in("empty"))
+    assert "not finished" in experiments["report"]._unfinished_cells(run_in("empty").progress())
     resumed = _run(tmp_path, "resumed")["train"]
     assert resumed["resumed_from_checkpoint"].endswith("checkpoint-2")
     assert_same_stop_and_model(tmp_path, "straight", straight, "resumed", resumed)

@@ -335,8 +335,8 @@ class Grid:
         rows = {row["run"]: row for row in self.finished_rows()}
         field = self.tuning.field
         notes = []
-        for value, run in zip(self.tuning_values(size), self.tuning_runs(size)):
-            row = rows[run.name]
+        for value in self.tuning_values(size):
+            row = rows[self._tuning_run(size, value).name]
             reason = row.get("stop_reason")
             if reason in (None, "validation plateau"):
                 continue
@@ -349,6 +349,12 @@ class Grid:
                     f"level off, so {field} {tuned:g} is chosen over it without {value:g} shown to stay below it"
                 )
         return "; ".join(notes) or None
+
+    def tuned_notes(self, size: str) -> list[str]:
+        """What a reader must know about one size's chosen value besides the table: at the edge of the
+        range (``tuned_edge_note``), against a run cut off before its plateau (``tuned_unconverged_note``).
+        The page and the runner's Tuning line both say these."""
+        return [note for note in (self.tuned_edge_note(size), self.tuned_unconverged_note(size)) if note]
 
     def _tuning_run(self, size: str, value: Any) -> Run:
         tuning = self.tuning

@@ -41,7 +41,7 @@ from comparisons import (
     test_references,
 )
 from figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
-from grid import REPO_ROOT, Grid, Run
+from grid import REPO_ROOT, Grid, Progress
 from speeds import device_cell, remaining_minutes, training_speed, validation_minutes, without_speed_flags
 
 
@@ -174,10 +174,13 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
             for row in rows
             if row.get("tuning") and row["size"] == size
         }
+        tried = list(zip(grid.tuning_values(size), grid.tuning_runs(size)))
+        # where each run without a row stands, read once from its newest checkpoint: the figure and the table
+        progress = {run.name: run.progress() for _, run in tried if run.name not in by_name}
         training = {
-            f"{tuning.variant}, {tuning.field} {value}": list(progress.validation_bleu)
-            for value, run in zip(grid.tuning_values(size), grid.tuning_runs(size))
-            if run.name not in by_name and (progress := run.progress()) is not None
+            f"{tuning.variant}, {tuning.field} {value}": list(progress[run.name].validation_bleu)
+            for value, run in tried
+            if progress.get(run.name) is not None
         }
         figure = grid.results.parent / "figures" / grid.name / f"tuning_{size}.png"
         figure.parent.mkdir(parents=True, exist_ok=True)
@@ -185,10 +188,10 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         if (curves or training) and plot_learning_curves(grid, curves, size, figure, title, training):
             lines[4:4] = [f"![tuning learning curves, {size}](figures/{grid.name}/{figure.name})", ""]
         chosen = grid.tuned_value(size)
-        for value, run in zip(grid.tuning_values(size), grid.tuning_runs(size)):
+        for value, run in tried:
             row = by_name.get(run.name)
             if row is None:
-                lines.append(f"| {size} | {value} | " + _unfinished_cells(run) + " |")
+                lines.append(f"| {size} | {value} | " + _unfinished_cells(progress[run.name]) + " |")
                 continue
             lines.append(
                 f"| {size} | {value} | {row['valid']['bleu']} | {row['test']['bleu']} | {row['steps']} | "
@@ -196,17 +199,16 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
                 f"{'yes' if chosen == value else ''} |"
             )
     for size in grid.sizes:
-        for note in (grid.tuned_edge_note(size), grid.tuned_unconverged_note(size)):
-            if note:
-                lines += ["", f"{size}: {note}."]
+        for note in grid.tuned_notes(size):
+            lines += ["", f"{size}: {note}."]
     return [*lines, ""]
 
 
-def _unfinished_cells(run: Run) -> str:
+def _unfinished_cells(progress: Progress | None) -> str:
     """The tuning table's cells from valid BLEU to chosen for a run without a row: where it stands from its
-    newest checkpoint on this machine (best so far, step, validation loss, patience), else "not
-    finished". A tuning run can train for hours over several sittings; the page says how far it got."""
-    progress = run.progress()
+    newest checkpoint on this machine (``Run.progress``: best so far, step, validation loss, patience),
+    else "not finished". A tuning run can train for hours over several sittings; the page says how far
+    it got."""
     if progress is None:
         return "– | – | – | – | not finished | – |"
     best = "–" if progress.best_metric is None else f"{progress.best_metric} so far"

@@ -491,7 +491,7 @@ def _tuning_state(grid: Grid) -> str:
     for size in grid.sizes:
         tuned = grid.tuned_value(size)
         if tuned is not None:
-            notes = [note for note in (grid.tuned_edge_note(size), grid.tuned_unconverged_note(size)) if note]
+            notes = grid.tuned_notes(size)
             states.append(f"{grid.tuning.field} {tuned} at {size}" + (f" ({'; '.join(notes)})" if notes else ""))
         else:
             tried = ", ".join(str(value) for value in grid.tuning_values(size))
