@@ -112,6 +112,39 @@ def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path, exper
     assert_same_stop_and_model(tmp_path, "straight", straight, "resumed", resumed)
 
 
+def test_the_page_says_where_a_run_under_way_stands_and_that_it_is_priced_whole(tmp_path, experiments):
+    """A variant's run that has a checkpoint but no row is named under the page's progress paragraph with
+    its step, best so far and patience, and the cost of the runs left says it prices that run whole;
+    the tuning runs stay in their own table. Without a checkpoint nothing is said."""
+    import shutil
+
+    report = experiments["report"]
+    grid = _tuning_grid(tmp_path / "grid", experiments, values=[0.1, 0.2])
+    for value, bleu in ((0.1, 22.0), (0.2, 21.0)):
+        row = {
+            "grid": grid.name, "run": f"vanilla-small-seed1-dropout{value}", "variant": "vanilla", "size": "small",
+            "seed": 1, "valid": {"bleu": bleu}, "test": {"bleu": bleu + 3}, "steps": 5000, "best_step": 3000,
+            "stop_reason": "validation plateau", "train_minutes": 80.0, "tuning": {"field": "dropout", "value": value},
+            "output_dir": str(tmp_path / "absent"),
+        }  # fmt: skip
+        with grid.results.open("a", encoding="utf-8") as results:
+            results.write(json.dumps(row) + "\n")
+    rows = grid.finished_rows()
+    assert not any("Under way" in line for line in report._progress(grid, rows))
+    assert "under way" not in " ".join(report._stopping_section(grid, rows))
+    _run(tmp_path, "cut", max_steps=2)
+    shutil.copytree(tmp_path / "cut", grid.output_root / "al_both-small-seed1")
+    best = json.loads((tmp_path / "cut" / "checkpoint-2" / "trainer_state.json").read_text())["best_metric"]
+    under_way = [line for line in report._progress(grid, rows) if line.startswith("Under way")]
+    assert len(under_way) == 1 and under_way[0].endswith(
+        f": al_both-small-seed1 at step 2, best validation BLEU {best} so far (step 1), "
+        "1 of 5 evaluations without a new best."
+    )  # named and counted as the grid's recipe for the run says (BLEU, patience 5)
+    still = next(line for line in report._stopping_section(grid, rows) if line.startswith("Still to run"))
+    assert still.endswith("A run under way is priced whole, so this overstates what is left by part of a run "
+                          "(al_both-small-seed1 at step 2).")  # fmt: skip
+
+
 def test_the_step_cap_is_named_when_it_ends_a_run(tmp_path):
     train = _run(tmp_path, "capped", early_stopping_patience=50, max_steps=3)["train"]
     assert train["stop_reason"] == "step cap" and train["global_step"] == 3
