@@ -564,7 +564,8 @@ def test_the_runner_grows_the_tuning_range_then_runs_the_variants_at_the_tuned_v
 def test_the_plateau_swing_is_the_evaluations_noise_from_the_best_step_on(tmp_path, experiments):
     """Mean and largest change of validation BLEU between consecutive evaluations, from the best one to
     the stop (the climb before it left out, evaluations in step order), from the archived log; the page's
-    stopping table shows it. A run without its log or a best step has none."""
+    stopping table shows it. A run without its log or a best step, or stopped other than on a plateau,
+    has none."""
     comparisons = experiments["comparisons"]
     grid = _tuning_grid(tmp_path, experiments, values=[0.1, 0.2])
     row = {
@@ -582,6 +583,7 @@ def test_the_plateau_swing_is_the_evaluations_noise_from_the_best_step_on(tmp_pa
     # from 200 on: 21.0 -> 20.0 -> 20.5 -> 20.5, changes 1.0, 0.5, 0.0
     assert comparisons.plateau_swing(grid, row) == pytest.approx((0.5, 1.0))
     assert comparisons.plateau_swing(grid, {**row, "best_step": None}) is None
+    assert comparisons.plateau_swing(grid, {**row, "stop_reason": "step cap"}) is None  # no plateau to swing on
     with grid.results.open("a", encoding="utf-8") as results:
         results.write(json.dumps(row) + "\n")
     section = "\n".join(experiments["report"]._stopping_section(grid, grid.finished_rows()))

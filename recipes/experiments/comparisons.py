@@ -42,7 +42,11 @@ def plateau_swing(grid: Grid, row: dict) -> tuple[float, float] | None:
     """How far validation BLEU moved from one evaluation to the next on a run's plateau, the best
     evaluation and every one after it (mean and largest absolute change): the evaluations' own noise,
     against which a difference between two runs' best validation BLEU can be read. None without the
-    run's training log or with fewer than two evaluations on the plateau."""
+    run's training log, with fewer than two evaluations on the plateau, or for a run that did not stop on
+    one (a run cut off at the step cap may have its best at its last evaluations: the changes after it
+    are no plateau's)."""
+    if row.get("stop_reason") != "validation plateau":
+        return None
     history = grid.log_history(row)
     best_step = row.get("best_step")
     if history is None or best_step is None:

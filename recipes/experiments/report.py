@@ -240,8 +240,8 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         "sitting, validation passes included, on the run's machine (see `cores used` in the runs' table: "
         "other work on the machine slows a run without changing its result). Swing on the plateau: how "
         "far validation BLEU moved from one evaluation to the next, from the best evaluation to the stop, "
-        "on average (largest in brackets); a difference between two runs' best validation BLEU smaller "
-        "than their swing is within the evaluations' noise.",
+        "on average (largest in brackets; none for a run that did not stop on a plateau); a difference "
+        "between two runs' best validation BLEU smaller than their swing is within the evaluations' noise.",
         "",
         "| run | stopped at | why | best step | valid BLEU (best) | swing on the plateau | test BLEU | minutes | "
         "precision |",
