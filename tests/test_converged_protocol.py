@@ -115,7 +115,8 @@ def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path, exper
 def test_the_page_says_where_a_run_under_way_stands_and_that_it_is_priced_whole(tmp_path, experiments):
     """A variant's run that has a checkpoint but no row is named under the page's progress paragraph with
     its step, best so far and patience, and the cost of the runs left says it prices that run whole;
-    the tuning runs stay in their own table. Without a checkpoint nothing is said."""
+    the tuning runs stay in their own table. Without a checkpoint nothing is said. The longest run's
+    price is named only while the tuning has not chosen (it prices nothing after)."""
     import shutil
 
     report = experiments["report"]
@@ -129,7 +130,10 @@ def test_the_page_says_where_a_run_under_way_stands_and_that_it_is_priced_whole(
         }  # fmt: skip
         with grid.results.open("a", encoding="utf-8") as results:
             results.write(json.dumps(row) + "\n")
+        if value == 0.1:  # before the tuning has chosen, the runs waiting for it cost the longest run
+            assert "longest finished run (80 minutes)" in " ".join(report._stopping_section(grid, grid.finished_rows()))
     rows = grid.finished_rows()
+    assert "longest finished run" not in " ".join(report._stopping_section(grid, rows))  # none left that it prices
     assert not any("Under way" in line for line in report._progress(grid, rows))
     assert "under way" not in " ".join(report._stopping_section(grid, rows))
     _run(tmp_path, "cut", max_steps=2)

@@ -260,17 +260,22 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         count, minutes = sum(n for n, _ in by_seed.values()), sum(m for _, m in by_seed.values())
         field = grid.tuning.field if grid.tuning is not None else "tuned value"
         seeds = "; ".join(f"seed {seed}: {n} runs, about {m / 60:.1f} hours" for seed, (n, m) in by_seed.items())
+        # the longest run prices tuning runs and runs waiting for the tuning; once it has chosen, none is left
+        choosing = grid.tuning is not None and any(grid.tuned_value(size) is None for size in grid.sizes)
         lines += [
             "",
             f"Still to run: {count} runs, about {minutes / 60:.1f} hours of training (on this 2-core machine, one "
             f"run at a time; {seeds}), each priced at the finished runs most like it: its variant's, on average; for a "
-            f"variant with none yet, vanilla's run at the chosen {field}; for a tuning run, or before the tuning "
-            f"has chosen, the longest finished run ({longest:.0f} minutes)."
+            f"variant with none yet, vanilla's run at the chosen {field}"
+            + (
+                "; for a tuning run, or before the tuning has chosen, the longest finished run "
+                f"({longest:.0f} minutes)."
+                if choosing or grid.tuning is None
+                else "."
+            )
             + (
                 " A tuning range that grows at its edge adds a run to these."
-                if grid.tuning is not None
-                and grid.tuning.step is not None
-                and any(grid.tuned_value(size) is None for size in grid.sizes)
+                if choosing and grid.tuning.step is not None
                 else ""
             )
             + (
