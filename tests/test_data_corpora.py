@@ -8,7 +8,13 @@ from pathlib import Path
 import datasets
 import pytest
 
-from hf_graphtf.data.corpora import HUB_CORPORA, CorpusError, CorpusFileNotFound, load_parallel_corpus
+from hf_graphtf.data.corpora import (
+    HUB_CORPORA,
+    CorpusError,
+    CorpusFileNotFound,
+    load_parallel_corpus,
+    missing_local_corpus,
+)
 
 
 def _write(path: Path, text: str) -> Path:
@@ -226,6 +232,28 @@ def test_a_missing_local_folder_fails_at_once_with_what_builds_it(fake_hub, sour
     assert "no such corpus folder" in message and str(tmp_path / source) in message
     assert f"hf-graphtf build-corpus --output-dir {source}" in message and "hf://datasets/" in message
     assert "\n" not in message and fake_hub == []  # the Hub was never asked
+
+
+def test_a_missing_local_corpus_is_told_before_loading_with_the_loaders_own_message(fake_hub, tmp_path, monkeypatch):
+    """`missing_local_corpus` answers without reading anything or asking the Hub: the same error the
+    loader raises for a folder that is not there, and None for what the loader would open (a folder, a
+    text-file prefix, a Hub name or id); ``root`` is where a relative path is looked up."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CorpusError) as raised:
+        load_parallel_corpus("data/bible-es-en", src_lang="es", tgt_lang="en")
+    told = missing_local_corpus("data/bible-es-en", src_lang="es", tgt_lang="en")
+    assert isinstance(told, CorpusFileNotFound) and str(told) == str(raised.value)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "data" / "bible-es-en").mkdir(parents=True)
+    assert missing_local_corpus("data/bible-es-en", src_lang="es", tgt_lang="en", root=elsewhere) is None
+    assert str(elsewhere) not in str(missing_local_corpus("data/other", src_lang="es", tgt_lang="en"))
+    assert str(elsewhere / "data/other") in str(
+        missing_local_corpus("data/other", src_lang="es", tgt_lang="en", root=elsewhere)
+    )
+    _write(tmp_path / "pairs" / "train.de", "a\n")
+    for present in ("pairs/train", "iwslt14-de-en", "wmt14", "hf://datasets/someone/parallel"):
+        assert missing_local_corpus(present, src_lang="de", tgt_lang="en") is None, present
+    assert fake_hub == []
 
 
 def test_hub_dataset_with_text_columns(monkeypatch):

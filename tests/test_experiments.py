@@ -322,6 +322,19 @@ def test_jobs_run_side_by_side_and_a_failed_run_starts_no_more(tmp_path, experim
     assert not (grid.output_root / "al_both-small-seed1").exists()
 
 
+def test_a_missing_corpus_is_refused_before_any_run_starts(tmp_path, experiments, capsys):
+    """A fresh clone without the Bible corpus: the runner names the folder and the command that builds
+    it, once, and starts nothing (no training process, no output folder); a dry run still lists."""
+    path = write_grid(tmp_path, seeds=(1,))
+    shutil.rmtree(tmp_path / "corpus")
+    assert experiments["run_grid"].main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 1 and "no such corpus folder" in err
+    assert f"hf-graphtf build-corpus --output-dir {tmp_path / 'corpus'}" in err
+    assert not (tmp_path / "outputs").exists()
+    assert experiments["run_grid"].main([str(path), "--dry-run"]) == 0
+
+
 def test_grid_errors_name_the_problem(tmp_path, experiments):
     path = write_grid(tmp_path)
     grid_module = experiments["grid"]

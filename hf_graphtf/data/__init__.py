@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from hf_graphtf.data.corpora import HUB_CORPORA, CorpusError, CorpusFileNotFound, load_parallel_corpus
+from hf_graphtf.data.corpora import (
+    HUB_CORPORA,
+    CorpusError,
+    CorpusFileNotFound,
+    load_parallel_corpus,
+    missing_local_corpus,
+)
 from hf_graphtf.data.splits import chapter_split, drop_seen_sources, split_by_chapter, stable_subset
 
 _LAZY = {
@@ -31,6 +37,7 @@ __all__ = [
     "drop_seen_sources",
     "ensure_sword_modules",
     "load_parallel_corpus",
+    "missing_local_corpus",
     "split_by_chapter",
     "stable_subset",
     "train_joint_tokenizer",

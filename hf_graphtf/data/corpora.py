@@ -394,9 +394,9 @@ def _looks_local(source: str) -> bool:
     return not _HUB_ID.match(source)
 
 
-def _missing_local_source(path: Path, src_lang: str, tgt_lang: str) -> CorpusFileNotFound:
+def _missing_local_source(path: Path, src_lang: str, tgt_lang: str, root: Path | None = None) -> CorpusFileNotFound:
     """The one-line error for a local corpus that is not there, with what builds it."""
-    where = path if path.is_absolute() else Path.cwd() / path
+    where = path if path.is_absolute() else (root or Path.cwd()) / path
     build = BUILD_CORPUS_COMMAND.format(path=path)
     if path.suffix:
         return CorpusFileNotFound(f"{path}: no such file ({where}).")
@@ -443,11 +443,37 @@ def load_parallel_corpus(
     if path.is_file():
         rows = _read_local(path, src_lang=src_lang, tgt_lang=tgt_lang)
         return _to_dataset(rows, src_lang=src_lang, tgt_lang=tgt_lang, source=path)
-    if any(Path(f"{path}.{lang}").is_file() for lang in (src_lang, tgt_lang)):
+    if _has_text_files(path, src_lang, tgt_lang):
         rows = read_text_pairs(path, src_lang=src_lang, tgt_lang=tgt_lang)
         return _to_dataset(rows, src_lang=src_lang, tgt_lang=tgt_lang, source=path)
+    if missing := missing_local_corpus(text, src_lang=src_lang, tgt_lang=tgt_lang):
+        raise missing
     if text.startswith(HUB_PREFIX):
         text = text[len(HUB_PREFIX) :]
-    elif text not in _KNOWN_HUB_NAMES and _looks_local(text):
-        raise _missing_local_source(path, src_lang, tgt_lang)
     return _load_hub(text, src_lang=src_lang, tgt_lang=tgt_lang, split=split, config=config, columns=columns)
+
+
+def _has_text_files(prefix: Path, src_lang: str, tgt_lang: str) -> bool:
+    return any(Path(f"{prefix}.{lang}").is_file() for lang in (src_lang, tgt_lang))
+
+
+def missing_local_corpus(
+    source: str | os.PathLike[str], *, src_lang: str, tgt_lang: str, root: str | os.PathLike[str] | None = None
+) -> CorpusFileNotFound | None:
+    """The error :func:`load_parallel_corpus` would raise for ``source`` because it names a local
+    corpus that is not there (with the command that builds the Bible corpus), or None.
+
+    Nothing is read and the Hub is not asked, so a caller that starts long jobs (the experiment runner
+    launching training processes) can refuse a missing corpus before any of them starts, with the
+    same message the training script would give from inside one. ``root`` is the folder a relative
+    path is opened from (default: the current one), for a caller whose jobs run elsewhere.
+    """
+    text = os.fspath(source)
+    base = Path(root) if root is not None else None
+    path = Path(text).expanduser()
+    located = path if base is None or path.is_absolute() else base / path
+    if located.exists() or _has_text_files(located, src_lang, tgt_lang) or text.startswith(HUB_PREFIX):
+        return None
+    if text in _KNOWN_HUB_NAMES or not _looks_local(text):
+        return None
+    return _missing_local_source(path, src_lang, tgt_lang, base)

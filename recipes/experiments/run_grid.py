@@ -71,6 +71,16 @@ def _recipe_of(run: Run) -> tuple[dict[str, Any], str]:
     return recipe, resolve_corpus(recipe["corpus"])
 
 
+def languages(recipe: dict[str, Any]) -> tuple[str, str]:
+    """A recipe's (source, target) languages, with the training script's defaults where it names none."""
+    from dataclasses import fields
+
+    from hf_graphtf.training.arguments import DataArguments
+
+    defaults = {field.name: field.default for field in fields(DataArguments)}
+    return recipe.get("src_lang", defaults["src_lang"]), recipe.get("tgt_lang", defaults["tgt_lang"])
+
+
 def provenance(corpus: str) -> dict[str, Any]:
     """What a rerun has to match to reproduce a run, taken when it starts: the code's commit and the code
     files changed from it, the versions of the libraries that compute (`software_record`, as every
@@ -164,7 +174,7 @@ def results_row(
     output = run.output_dir
     results = json.loads((output / "results.json").read_text(encoding="utf-8"))
     recipe, corpus = _recipe_of(run)
-    langs = (recipe.get("src_lang", "es"), recipe.get("tgt_lang", "en"))
+    langs = languages(recipe)
     train = results["train"]
     tokens = target_tokens_per_epoch(output, corpus, recipe.get("train_split", "train"), langs[1], langs[0])
     epochs = float(train.get("epoch") or 0.0)
@@ -469,6 +479,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--jobs and --processes must be at least 1")
     grid = Grid.load(args.grid)
     runs = grid.runs(args.variants, args.sizes, args.seeds)
+    if not args.dry_run and (missing := missing_corpora(grid, runs)):
+        for problem in missing:
+            print(f"error: {problem}", file=sys.stderr, flush=True)
+        return 2
     if args.restore and not args.dry_run:
         run_grid(grid, runs, args.processes, dry_run=True)  # the runs' states, before anything happens
         return 1 if restore(grid, runs, args.processes) else 0
@@ -482,6 +496,28 @@ def main(argv: list[str] | None = None) -> int:
         # every run of the last pass finished, so the runs left are new ones: a tuning range grown at
         # its edge, or the runs that waited for the tuned value
         print("Tuning: " + _tuning_state(grid), flush=True)
+
+
+def missing_corpora(grid: Grid, runs: list[Run]) -> list[str]:
+    """The local corpora that the unfinished ``runs`` name and that are not here, each as the training
+    script would say it (with the command that builds the Bible corpus).
+
+    Checked before anything starts: otherwise the first run's processes start, fail inside, and the
+    runner can only point at that run's log."""
+    from hf_graphtf.data import missing_local_corpus
+
+    done = {row["run"] for row in grid.finished_rows()}
+    problems: dict[str, None] = {}
+    for run in runs:
+        if run.name in done:
+            continue
+        recipe = run.recipe_fields()
+        if recipe.get("corpus") is None:
+            continue  # the training script names what is missing
+        src_lang, tgt_lang = languages(recipe)
+        if problem := missing_local_corpus(recipe["corpus"], src_lang=src_lang, tgt_lang=tgt_lang, root=REPO_ROOT):
+            problems[str(problem)] = None
+    return list(problems)
 
 
 def _tuning_state(grid: Grid) -> str:
