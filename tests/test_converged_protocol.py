@@ -134,12 +134,14 @@ def test_the_page_says_where_a_run_under_way_stands_and_that_it_is_priced_whole(
             assert "longest finished run (80 minutes)" in " ".join(report._stopping_section(grid, grid.finished_rows()))
     rows = grid.finished_rows()
     assert "longest finished run" not in " ".join(report._stopping_section(grid, rows))  # none left that it prices
-    assert not any("Under way" in line for line in report._progress(grid, rows))
+    assert not any("Under way" in line for line in report._progress(grid, rows, report._under_way(grid, rows)))
     assert "under way" not in " ".join(report._stopping_section(grid, rows))
     _run(tmp_path, "cut", max_steps=2)
     shutil.copytree(tmp_path / "cut", grid.output_root / "al_both-small-seed1")
     best = json.loads((tmp_path / "cut" / "checkpoint-2" / "trainer_state.json").read_text())["best_metric"]
-    under_way = [line for line in report._progress(grid, rows) if line.startswith("Under way")]
+    under_way = report._under_way(grid, rows)
+    assert [(run.name, progress.step) for run, progress in under_way] == [("al_both-small-seed1", 2)]
+    under_way = [line for line in report._progress(grid, rows, under_way) if line.startswith("Under way")]
     assert len(under_way) == 1 and under_way[0].endswith(
         f": al_both-small-seed1 at step 2, best validation BLEU {best} so far (step 1), "
         "1 of 5 evaluations without a new best."

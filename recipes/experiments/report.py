@@ -41,7 +41,7 @@ from comparisons import (
     test_references,
 )
 from figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
-from grid import REPO_ROOT, Grid, Progress
+from grid import REPO_ROOT, Grid, Progress, Run
 from speeds import device_cell, remaining_minutes, training_speed, validation_minutes, without_speed_flags
 
 
@@ -57,12 +57,15 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
     figures = out / "figures" / grid.name
     figures.mkdir(parents=True, exist_ok=True)
     figure_paths: list[Path] = []
+    # read once from each run's newest checkpoint: the progress paragraph and the learning curves
+    under_way = _under_way(grid, rows)
     for size in sizes:
+        training = {run.name: list(progress.validation_bleu) for run, progress in under_way if run.size == size}
         figure_paths += [
             path
             for path in (
                 plot_bleu_by_length(rows_by, size, figures / f"bleu_by_length_{size}.png"),
-                plot_learning_curves(grid, rows_by, size, figures / f"learning_curves_{size}.png"),
+                plot_learning_curves(grid, rows_by, size, figures / f"learning_curves_{size}.png", unfinished=training),
             )
             if path
         ]
@@ -81,7 +84,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         f"devices: {'; '.join(devices) or '–'}). Runs: `python recipes/experiments/run_grid.py "
         f"{_relative(grid.path)}`.",
         "",
-        *_progress(grid, rows),
+        *_progress(grid, rows, under_way),
         "Protocol: the committed Bible recipes with these overrides for every run: "
         + ", ".join(f"`{key}: {_yaml(value)}`" for key, value in grid.common.items())
         + "; budgets per size: "
@@ -280,7 +283,7 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
             )
             + (
                 f" A run under way is priced whole, so this overstates what is left by part of a run "
-                f"({', '.join(f'{name} at step {progress.step}' for name, progress in started)})."
+                f"({', '.join(f'{run.name} at step {progress.step}' for run, progress in started)})."
                 if (started := _under_way(grid, rows, tuning_runs=True))
                 else ""
             ),
@@ -334,9 +337,10 @@ def _budgets_section(grid: Grid) -> list[str]:
     ]
 
 
-def _progress(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
+def _progress(grid: Grid, rows: list[dict[str, Any]], under_way: list[tuple[Run, Progress]]) -> list[str]:
     """A paragraph saying how much of the grid has run, when some of it has not (else nothing): a grid
-    takes many sittings, and a page drawn part-way must not read as the whole comparison."""
+    takes many sittings, and a page drawn part-way must not read as the whole comparison. ``under_way``
+    (`_under_way`) are named with where each stands."""
     finished = {row["run"] for row in rows}
     planned = grid.runs()
     done = sum(run.name in finished for run in planned)
@@ -352,18 +356,18 @@ def _progress(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         "seeds where vanilla has them.",
         "",
     ]
-    under_way = _under_way(grid, rows)
     if under_way:
         lines += [
-            "Under way (from the newest checkpoint on this machine; its row lands when it stops): "
-            + "; ".join(f"{name} at step {progress.step}, {_standing(progress)}" for name, progress in under_way)
+            "Under way (from the newest checkpoint on this machine; its row lands when it stops; dotted in "
+            "the learning curves): "
+            + "; ".join(f"{run.name} at step {progress.step}, {_standing(progress)}" for run, progress in under_way)
             + ".",
             "",
         ]
     return lines
 
 
-def _under_way(grid: Grid, rows: list[dict[str, Any]], tuning_runs: bool = False) -> list[tuple[str, Progress]]:
+def _under_way(grid: Grid, rows: list[dict[str, Any]], tuning_runs: bool = False) -> list[tuple[Run, Progress]]:
     """The grid's runs that have a checkpoint on this machine but no row, with where each stands; the
     tuning runs only with ``tuning_runs`` (the tuning table shows theirs). A run of a converged grid
     trains for hours over several sittings, and a page drawn part-way says how far the next rows got."""
@@ -375,7 +379,7 @@ def _under_way(grid: Grid, rows: list[dict[str, Any]], tuning_runs: bool = False
             continue
         progress = run.progress()
         if progress is not None:
-            found.append((run.name, progress))
+            found.append((run, progress))
     return found
 
 
