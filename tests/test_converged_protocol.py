@@ -134,18 +134,31 @@ def test_the_page_says_where_a_run_under_way_stands_and_that_it_is_priced_whole(
             assert "longest finished run (80 minutes)" in " ".join(report._stopping_section(grid, grid.finished_rows()))
     rows = grid.finished_rows()
     assert "longest finished run" not in " ".join(report._stopping_section(grid, rows))  # none left that it prices
-    assert not any("Under way" in line for line in report._progress(grid, rows, report._under_way(grid, rows)))
+    rows_by = grid.rows_by_cell()
+    assert not any("Under way" in line for line in report._progress(grid, rows, report._under_way(grid, rows), rows_by))
     assert "under way" not in " ".join(report._stopping_section(grid, rows))
     _run(tmp_path, "cut", max_steps=2)
     shutil.copytree(tmp_path / "cut", grid.output_root / "al_both-small-seed1")
     best = json.loads((tmp_path / "cut" / "checkpoint-2" / "trainer_state.json").read_text())["best_metric"]
     under_way = report._under_way(grid, rows)
     assert [(run.name, progress.step) for run, progress in under_way] == [("al_both-small-seed1", 2)]
-    under_way = [line for line in report._progress(grid, rows, under_way) if line.startswith("Under way")]
-    assert len(under_way) == 1 and under_way[0].endswith(
+    under_way_lines = [
+        line for line in report._progress(grid, rows, under_way, rows_by) if line.startswith("Under way")
+    ]
+    assert len(under_way_lines) == 1 and under_way_lines[0].endswith(
         f": al_both-small-seed1 at step 2, best validation BLEU {best} so far (step 1), "
         "1 of 5 evaluations without a new best."
     )  # named and counted as the grid's recipe for the run says (BLEU, patience 5)
+    # beside it, vanilla's run of its seed (the chosen dropout's) by the same step, from that run's log
+    log = [{"step": 1, "eval_bleu": 3.0}, {"step": 2, "eval_loss": 4.0}, {"step": 2, "eval_bleu": 5.0},
+           {"step": 3, "eval_bleu": 9.0}]  # fmt: skip
+    (grid.archive_folder("vanilla-small-seed1-dropout0.1") / "log_history.json").parent.mkdir(parents=True)
+    (grid.archive_folder("vanilla-small-seed1-dropout0.1") / "log_history.json").write_text(json.dumps(log))
+    line = next(line for line in report._progress(grid, rows, under_way, rows_by) if line.startswith("Under way"))
+    assert line.endswith(
+        "1 of 5 evaluations without a new best, while vanilla's seed-1 run had 5.0 by the same step (its best: "
+        "22.0 at step 3000)."
+    )
     still = next(line for line in report._stopping_section(grid, rows) if line.startswith("Still to run"))
     assert still.endswith("A run under way is priced whole, so this overstates what is left by part of a run "
                           "(al_both-small-seed1 at step 2).")  # fmt: skip

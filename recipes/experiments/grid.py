@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -420,12 +420,20 @@ class Grid:
         from hf_graphtf.training.arguments import load_recipe
 
         recipe = {**load_recipe(REPO_ROOT / next(iter(self.variants.values()))["recipe"]), **self.common}
-        src_lang, tgt_lang = recipe.get("src_lang", "es"), recipe.get("tgt_lang", "en")
+        src_lang, tgt_lang = languages(recipe)
         corpus = resolve_corpus(recipe["corpus"])
         data = load_parallel_corpus(corpus, src_lang=src_lang, tgt_lang=tgt_lang, split="test")
         count = min(limit or len(data), len(data))
         pairs = data.select([i * len(data) // count for i in range(count)])["translation"]
         return [pair[src_lang] for pair in pairs], [pair[tgt_lang] for pair in pairs]
+
+
+def languages(recipe: dict[str, Any]) -> tuple[str, str]:
+    """A recipe's (source, target) languages, with the training script's defaults where it names none."""
+    from hf_graphtf.training.arguments import DataArguments
+
+    defaults = {item.name: item.default for item in fields(DataArguments)}
+    return recipe.get("src_lang", defaults["src_lang"]), recipe.get("tgt_lang", defaults["tgt_lang"])
 
 
 def resolve_corpus(corpus: str) -> str:

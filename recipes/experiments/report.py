@@ -84,7 +84,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         f"devices: {'; '.join(devices) or '–'}). Runs: `python recipes/experiments/run_grid.py "
         f"{_relative(grid.path)}`.",
         "",
-        *_progress(grid, rows, under_way),
+        *_progress(grid, rows, under_way, rows_by),
         "Protocol: the committed Bible recipes with these overrides for every run: "
         + ", ".join(f"`{key}: {_yaml(value)}`" for key, value in grid.common.items())
         + "; budgets per size: "
@@ -337,10 +337,16 @@ def _budgets_section(grid: Grid) -> list[str]:
     ]
 
 
-def _progress(grid: Grid, rows: list[dict[str, Any]], under_way: list[tuple[Run, Progress]]) -> list[str]:
+def _progress(
+    grid: Grid,
+    rows: list[dict[str, Any]],
+    under_way: list[tuple[Run, Progress]],
+    rows_by: dict[tuple[str, str], list[dict[str, Any]]],
+) -> list[str]:
     """A paragraph saying how much of the grid has run, when some of it has not (else nothing): a grid
     takes many sittings, and a page drawn part-way must not read as the whole comparison. ``under_way``
-    (`_under_way`) are named with where each stands."""
+    (`_under_way`) are named with where each stands, and beside it where vanilla's run of the same
+    size and seed (in ``rows_by``) stood by the same step."""
     finished = {row["run"] for row in rows}
     planned = grid.runs()
     done = sum(run.name in finished for run in planned)
@@ -360,7 +366,11 @@ def _progress(grid: Grid, rows: list[dict[str, Any]], under_way: list[tuple[Run,
         lines += [
             "Under way (from the newest checkpoint on this machine; its row lands when it stops; dotted in "
             "the learning curves): "
-            + "; ".join(f"{run.name} at step {progress.step}, {_standing(progress)}" for run, progress in under_way)
+            + "; ".join(
+                f"{run.name} at step {progress.step}, {_standing(progress)}"
+                + (f", while {by_then}" if (by_then := _baseline_by_then(grid, rows_by, run, progress)) else "")
+                for run, progress in under_way
+            )
             + ".",
             "",
         ]
@@ -381,6 +391,26 @@ def _under_way(grid: Grid, rows: list[dict[str, Any]], tuning_runs: bool = False
         if progress is not None:
             found.append((run, progress))
     return found
+
+
+def _baseline_by_then(
+    grid: Grid, rows_by: dict[tuple[str, str], list[dict[str, Any]]], run: Run, progress: Progress
+) -> str:
+    """Where vanilla's finished run of the same size and seed stood by the step a run under way has
+    reached (its best validation BLEU up to that step, and its best overall), from its training log;
+    '' for vanilla itself or without that run's log. Not a verdict: a run that climbs faster can level
+    off lower, and the row that lands when the run stops is what the tables compare."""
+    base = next((row for row in rows_by.get(("vanilla", run.size), []) if row["seed"] == run.seed), None)
+    if run.variant == "vanilla" or base is None:
+        return ""
+    history = grid.log_history(base) or []
+    by_then = [entry["eval_bleu"] for entry in history if "eval_bleu" in entry and entry["step"] <= progress.step]
+    if not by_then:
+        return ""
+    return (
+        f"vanilla's seed-{run.seed} run had {max(by_then)} by the same step (its best: {base['valid']['bleu']} at "
+        f"step {base.get('best_step')})"
+    )
 
 
 def _standing(progress: Progress) -> str:

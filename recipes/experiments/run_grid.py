@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import archive
-from grid import REPO_ROOT, Grid, Run, cpus_differ, resolve_corpus
+from grid import REPO_ROOT, Grid, Run, cpus_differ, languages, resolve_corpus
 
 TRAIN_SCRIPT = REPO_ROOT / "recipes" / "train_translation.py"
 
@@ -69,16 +69,6 @@ def _recipe_of(run: Run) -> tuple[dict[str, Any], str]:
     """The run's recipe with its overrides, and its corpus as an absolute path (or a Hub id)."""
     recipe = run.recipe_fields()
     return recipe, resolve_corpus(recipe["corpus"])
-
-
-def languages(recipe: dict[str, Any]) -> tuple[str, str]:
-    """A recipe's (source, target) languages, with the training script's defaults where it names none."""
-    from dataclasses import fields
-
-    from hf_graphtf.training.arguments import DataArguments
-
-    defaults = {field.name: field.default for field in fields(DataArguments)}
-    return recipe.get("src_lang", defaults["src_lang"]), recipe.get("tgt_lang", defaults["tgt_lang"])
 
 
 def provenance(corpus: str) -> dict[str, Any]:
