@@ -7,6 +7,7 @@ give finite losses and the same checkpoint format as fp32 ones, and a grid tunes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -112,9 +113,9 @@ def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path, exper
     assert_same_stop_and_model(tmp_path, "straight", straight, "resumed", resumed)
 
 
-def test_the_page_says_where_a_run_under_way_stands_and_that_it_is_priced_whole(tmp_path, experiments):
+def test_the_page_says_where_a_run_under_way_stands_and_what_is_left_of_its_price(tmp_path, experiments):
     """A variant's run that has a checkpoint but no row is named under the page's progress paragraph with
-    its step, best so far and patience, and the cost of the runs left says it prices that run whole;
+    its step, best so far and patience, and the cost of the runs left prices what is left of that run;
     the tuning runs stay in their own table. Without a checkpoint nothing is said. The longest run's
     price is named only while the tuning has not chosen (it prices nothing after)."""
     import shutil
@@ -160,8 +161,10 @@ def test_the_page_says_where_a_run_under_way_stands_and_that_it_is_priced_whole(
         "22.0 at step 3000)."
     )
     still = next(line for line in report._stopping_section(grid, rows) if line.startswith("Still to run"))
-    assert still.endswith("A run under way is priced whole, so this overstates what is left by part of a run "
-                          "(al_both-small-seed1 at step 2).")  # fmt: skip
+    # priced at vanilla's chosen run (80 minutes) less the seconds the tiny run trained
+    assert still.endswith("A run under way costs its price less the minutes it has trained, and at least the "
+                          "evaluations its patience has left at its pace so far (al_both-small-seed1 at step 2: "
+                          "0 minutes trained, about 80 left).")  # fmt: skip
 
 
 def test_the_step_cap_is_named_when_it_ends_a_run(tmp_path):
@@ -370,13 +373,26 @@ def test_the_page_prices_the_runs_left_at_the_finished_runs_most_like_them(tmp_p
     assert speeds.remaining_minutes(grid, []) is None
     # runs left: dropout 0.2, al_both seed 1, vanilla and al_both seed 2, all at the longest finished run
     rows = _finish(grid, "vanilla-small-seed1-dropout0.1", bleu=22.0, minutes=80.0)
-    assert speeds.remaining_minutes(grid, rows) == ({1: (2, 160.0), 2: (2, 160.0)}, 80.0)
+    assert speeds.remaining_minutes(grid, rows) == ({1: (2, 160.0), 2: (2, 160.0)}, 80.0, {})
     rows = _finish(grid, "vanilla-small-seed1-dropout0.2", bleu=21.0, minutes=100.0)  # 0.1 chosen, 0.2 longer
-    assert speeds.remaining_minutes(grid, rows) == ({1: (1, 80.0), 2: (2, 160.0)}, 100.0)
+    assert speeds.remaining_minutes(grid, rows) == ({1: (1, 80.0), 2: (2, 160.0)}, 100.0, {})
     rows = _finish(grid, "al_both-small-seed1", minutes=130.0)
-    assert speeds.remaining_minutes(grid, rows) == ({2: (2, 80.0 + 130.0)}, 130.0)
+    assert speeds.remaining_minutes(grid, rows) == ({2: (2, 80.0 + 130.0)}, 130.0, {})
     rows = _finish(grid, "vanilla-small-seed2", minutes=90.0)
-    assert speeds.remaining_minutes(grid, rows) == ({2: (1, 130.0)}, 130.0)
+    assert speeds.remaining_minutes(grid, rows) == ({2: (1, 130.0)}, 130.0, {})
+    # al_both's seed-2 run under way: its price (130) less what it has trained, never below the fewest
+    # minutes its patience leaves (5 - 1 evaluations of 250 steps at 0.01 minutes a step: 10)
+    progress = experiments["grid"].Progress(
+        step=3000, metric="BLEU", best_metric=20.0, best_step=2750, eval_loss=3.0, validation_bleu=(), waited=1,
+        patience=5, watch_loss=True, trained_minutes=30.0, eval_steps=250,
+    )  # fmt: skip
+    assert progress.fewest_minutes_left() == pytest.approx(10.0)
+    left = speeds.remaining_minutes(grid, rows, {"al_both-small-seed2": progress})
+    assert left == ({2: (1, 100.0)}, 130.0, {"al_both-small-seed2": (30.0, 100.0)})
+    overdue = dataclasses.replace(progress, trained_minutes=150.0, step=15000)  # past its price, not stopped
+    left = speeds.remaining_minutes(grid, rows, {"al_both-small-seed2": overdue})
+    assert left.under_way["al_both-small-seed2"] == (150.0, pytest.approx(10.0))
+    assert dataclasses.replace(progress, waited=None).fewest_minutes_left() == 0.0  # no early stopping
     assert speeds.remaining_minutes(grid, _finish(grid, "al_both-small-seed2", minutes=120.0)) is None
 
 

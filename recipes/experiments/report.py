@@ -257,12 +257,13 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
             f"{row['valid']['bleu']} | {'–' if swing is None else f'{swing[0]:.2f} ({swing[1]:.2f})'} | "
             f"{row['test']['bleu']} | {_minutes(row)} | {row.get('precision') or 'fp32'} |"
         )
-    left = remaining_minutes(grid, rows)
+    started = dict(_under_way(grid, rows, tuning_runs=True))
+    left = remaining_minutes(grid, rows, {run.name: progress for run, progress in started.items()})
     if left is not None:
-        by_seed, longest = left
-        count, minutes = sum(n for n, _ in by_seed.values()), sum(m for _, m in by_seed.values())
+        count = sum(n for n, _ in left.by_seed.values())
+        minutes = sum(m for _, m in left.by_seed.values())
         field = grid.tuning.field if grid.tuning is not None else "tuned value"
-        seeds = "; ".join(f"seed {seed}: {n} runs, about {m / 60:.1f} hours" for seed, (n, m) in by_seed.items())
+        seeds = "; ".join(f"seed {seed}: {n} runs, about {m / 60:.1f} hours" for seed, (n, m) in left.by_seed.items())
         # the longest run prices tuning runs and runs waiting for the tuning; once it has chosen, none is left
         choosing = grid.tuning is not None and any(grid.tuned_value(size) is None for size in grid.sizes)
         lines += [
@@ -272,7 +273,7 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
             f"variant with none yet, vanilla's run at the chosen {field}"
             + (
                 "; for a tuning run, or before the tuning has chosen, the longest finished run "
-                f"({longest:.0f} minutes)."
+                f"({left.longest:.0f} minutes)."
                 if choosing or grid.tuning is None
                 else "."
             )
@@ -282,9 +283,16 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
                 else ""
             )
             + (
-                f" A run under way is priced whole, so this overstates what is left by part of a run "
-                f"({', '.join(f'{run.name} at step {progress.step}' for run, progress in started)})."
-                if (started := _under_way(grid, rows, tuning_runs=True))
+                " A run under way costs its price less the minutes it has trained, and at least the evaluations "
+                "its patience has left at its pace so far ("
+                + ", ".join(
+                    f"{run.name} at step {progress.step}: {left.under_way[run.name][0]:.0f} minutes trained, "
+                    f"about {left.under_way[run.name][1]:.0f} left"
+                    for run, progress in started.items()
+                    if run.name in left.under_way
+                )
+                + ")."
+                if left.under_way
                 else ""
             ),
         ]

@@ -13,9 +13,9 @@ import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from grid import REPO_ROOT, Grid, cpus_differ
+from grid import REPO_ROOT, Grid, Progress, cpus_differ
 
 
 def training_seconds(grid: Grid, row: dict[str, Any]) -> float | None:
@@ -179,7 +179,20 @@ def validation_minutes(grid: Grid, row: dict[str, Any]) -> float | None:
     return None if history is None else sum(entry.get("eval_runtime", 0.0) for entry in history) / 60
 
 
-def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> tuple[dict[int, tuple[int, float]], float] | None:
+class RunsLeft(NamedTuple):
+    """What a grid's unfinished runs will cost (``remaining_minutes``)."""
+
+    #: seed -> (runs left, their training minutes)
+    by_seed: dict[int, tuple[int, float]]
+    #: the longest finished run's minutes (the price of tuning runs and of runs waiting for the tuning)
+    longest: float
+    #: run under way -> (minutes it has trained, minutes left in the price above)
+    under_way: dict[str, tuple[float, float]]
+
+
+def remaining_minutes(
+    grid: Grid, rows: list[dict[str, Any]], under_way: dict[str, Progress] | None = None
+) -> RunsLeft | None:
     """Per seed, how many of the grid's runs have not finished and what they will cost in training minutes
     (a reader decides on the next seed, not on the whole grid), and the longest finished run's minutes;
     None when none is left or none has finished with its minutes.
@@ -188,7 +201,12 @@ def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> tuple[dict[int,
     minutes. A variant with none yet is priced at the baseline's run at the tuned value (the same
     protocol and the value every variant uses). A tuning run, or any run before the tuning has
     chosen, at the longest finished run: tuning values differ in how long they train until they stop,
-    so their mean would price the next value at a guess, and a cautious one serves the reader better."""
+    so their mean would price the next value at a guess, and a cautious one serves the reader better.
+
+    A run in ``under_way`` (run name -> where its newest checkpoint stands) costs its price less the
+    minutes it has trained, but never less than the fewest it can still take
+    (``Progress.fewest_minutes_left``): a run that outlasts its price has not stopped yet."""
+    under_way = under_way or {}
     finished = {row["run"]: row for row in rows}
     to_run = [run for run in grid.runs() if run.name not in finished]
     timed = {name: row["train_minutes"] for name, row in finished.items() if row.get("train_minutes")}
@@ -203,6 +221,7 @@ def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> tuple[dict[int,
             by_variant.setdefault(run.variant, []).append(timed[run.name])
     chosen = {run.size: timed.get(run.name) for run in cells if run.name in tuning}
     by_seed: dict[int, tuple[int, float]] = {}
+    started: dict[str, tuple[float, float]] = {}
     for run in to_run:
         if run.name in tuning:
             minutes = longest
@@ -210,6 +229,9 @@ def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> tuple[dict[int,
             minutes = statistics.mean(by_variant[run.variant])
         else:
             minutes = chosen.get(run.size) or longest
+        if (progress := under_way.get(run.name)) is not None:
+            minutes = max(minutes - progress.trained_minutes, progress.fewest_minutes_left())
+            started[run.name] = (progress.trained_minutes, minutes)
         count, total = by_seed.get(run.seed, (0, 0.0))
         by_seed[run.seed] = (count + 1, total + minutes)
-    return dict(sorted(by_seed.items())), longest
+    return RunsLeft(dict(sorted(by_seed.items())), longest, started)
