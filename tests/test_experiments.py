@@ -561,6 +561,14 @@ def test_restore_archives_nothing_that_does_not_match_its_row(finished_grid, exp
     assert "float sums" in experiments["run_grid"].rerun_problem({**row, "provenance": other_host}, run, processes=1)
     older = {**row["provenance"], "cpu": {"model": cpu["model"], "kernels": cpu["kernels"]}}
     assert experiments["run_grid"].rerun_problem({**row, "provenance": older}, run, processes=1) is None
+    # a machine without the corpus: said as the training script would say it, before any rerun starts
+    corpus = Path(run.recipe_fields()["corpus"])
+    corpus.rename(corpus.with_name("set-aside"))
+    try:
+        problem = experiments["run_grid"].rerun_problem(row, run, processes=1)
+    finally:
+        corpus.with_name("set-aside").rename(corpus)
+    assert "no such corpus folder" in problem and "build-corpus" in problem
 
 
 def test_a_rows_provenance_is_compared_on_what_both_records_name(finished_grid, experiments):

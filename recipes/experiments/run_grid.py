@@ -303,6 +303,8 @@ def rerun_problem(row: dict[str, Any], run: Run, processes: int) -> str | None:
         return f"it ran recipe {row['recipe']}, the grid now names {_relative(run.recipe)}"
     if row["device"] != device_name(processes):
         return f"it ran on {row['device']}, this is {device_name(processes)} (set --processes to match)"
+    if problem := _missing_corpus(run):
+        return str(problem)
     recorded, now = row.get("provenance") or {}, provenance(_recipe_of(run)[1])
     if recorded.get("corpus_sha256") and recorded["corpus_sha256"] != now["corpus_sha256"]:
         return "its corpus files had other content than they have here (corpus_sha256 in its row)"
@@ -494,20 +496,24 @@ def missing_corpora(grid: Grid, runs: list[Run]) -> list[str]:
 
     Checked before anything starts: otherwise the first run's processes start, fail inside, and the
     runner can only point at that run's log."""
-    from hf_graphtf.data import missing_local_corpus
-
     done = {row["run"] for row in grid.finished_rows()}
     problems: dict[str, None] = {}
     for run in runs:
-        if run.name in done:
-            continue
-        recipe = run.recipe_fields()
-        if recipe.get("corpus") is None:
-            continue  # the training script names what is missing
-        src_lang, tgt_lang = languages(recipe)
-        if problem := missing_local_corpus(recipe["corpus"], src_lang=src_lang, tgt_lang=tgt_lang, root=REPO_ROOT):
+        if run.name not in done and (problem := _missing_corpus(run)):
             problems[str(problem)] = None
     return list(problems)
+
+
+def _missing_corpus(run: Run) -> Exception | None:
+    """The error the training script would raise for the run's local corpus not being here, else None
+    (a Hub corpus, or none named: the training script says what is wrong)."""
+    from hf_graphtf.data import missing_local_corpus
+
+    recipe = run.recipe_fields()
+    if recipe.get("corpus") is None:
+        return None
+    src_lang, tgt_lang = languages(recipe)
+    return missing_local_corpus(recipe["corpus"], src_lang=src_lang, tgt_lang=tgt_lang, root=REPO_ROOT)
 
 
 def _tuning_state(grid: Grid) -> str:
