@@ -257,8 +257,8 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
             f"{row['valid']['bleu']} | {'–' if swing is None else f'{swing[0]:.2f} ({swing[1]:.2f})'} | "
             f"{row['test']['bleu']} | {_minutes(row)} | {row.get('precision') or 'fp32'} |"
         )
-    started = dict(_under_way(grid, rows, tuning_runs=True))
-    left = remaining_minutes(grid, rows, {run.name: progress for run, progress in started.items()})
+    started = {run.name: progress for run, progress in _under_way(grid, rows, tuning_runs=True)}
+    left = remaining_minutes(grid, rows, started)
     if left is not None:
         count = sum(n for n, _ in left.by_seed.values())
         minutes = sum(m for _, m in left.by_seed.values())
@@ -286,10 +286,8 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
                 " A run under way costs its price less the minutes it has trained, and at least the evaluations "
                 "its patience has left at its pace so far ("
                 + ", ".join(
-                    f"{run.name} at step {progress.step}: {left.under_way[run.name][0]:.0f} minutes trained, "
-                    f"about {left.under_way[run.name][1]:.0f} left"
-                    for run, progress in started.items()
-                    if run.name in left.under_way
+                    f"{name} at step {started[name].step}: {trained:.0f} minutes trained, about {to_go:.0f} left"
+                    for name, (trained, to_go) in left.under_way.items()
                 )
                 + ")."
                 if left.under_way
