@@ -622,7 +622,42 @@ def test_the_plateau_swing_is_the_evaluations_noise_from_the_best_step_on(tmp_pa
     with grid.results.open("a", encoding="utf-8") as results:
         results.write(json.dumps(row) + "\n")
     section = "\n".join(experiments["report"]._stopping_section(grid, grid.finished_rows()))
-    assert "| vanilla-small-seed1-dropout0.1 | 500 | validation plateau | 200 | 21.0 | 0.50 (1.00) | 24.0 |" in section
+    # no vanilla-by-the-stop for vanilla itself, then the swing
+    assert "| vanilla-small-seed1-dropout0.1 | 500 | validation plateau | 200 | 21.0 | – | 0.50 (1.00) | 24.0 |" in (
+        section
+    )
+
+
+def test_the_stopping_table_says_where_vanilla_stood_when_a_variant_stopped(tmp_path, experiments):
+    """Beside a variant's best validation BLEU, vanilla's best by the step the variant stopped at (vanilla
+    of the same size and seed, from its log): what tells a run that levelled off below vanilla from one
+    that stopped sooner while ahead. Vanilla's own rows, and a variant whose vanilla has no log, show a
+    dash."""
+    grid = _tuning_grid(tmp_path, experiments, values=[0.1, 0.2])
+    common = {"grid": grid.name, "size": "small", "seed": 1, "stop_reason": "validation plateau",
+              "output_dir": str(tmp_path / "absent")}  # fmt: skip
+    vanilla = {**common, "run": "vanilla-small-seed1-dropout0.1", "variant": "vanilla", "valid": {"bleu": 27.0},
+               "test": {"bleu": 30.0}, "steps": 900, "best_step": 700,
+               "tuning": {"field": "dropout", "value": 0.1}}  # fmt: skip
+    other = {**vanilla, "run": "vanilla-small-seed1-dropout0.2", "valid": {"bleu": 20.0},
+             "tuning": {"field": "dropout", "value": 0.2}}  # fmt: skip
+    variant = {**common, "run": "al_both-small-seed1", "variant": "al_both", "valid": {"bleu": 26.5},
+               "test": {"bleu": 29.0}, "steps": 500, "best_step": 300}  # fmt: skip
+    with grid.results.open("a", encoding="utf-8") as results:
+        results.writelines(json.dumps(row) + "\n" for row in (vanilla, other, variant))
+
+    def cell(run: str) -> str:
+        section = experiments["report"]._stopping_section(grid, grid.finished_rows())
+        return next(line for line in section if line.startswith(f"| {run} |")).split(" | ")[5]
+
+    assert cell("al_both-small-seed1") == "–"  # vanilla's log not there
+    log = [{"step": 250, "eval_bleu": 24.0}, {"step": 500, "eval_bleu": 26.0}, {"step": 500, "loss": 3.0},
+           {"step": 750, "eval_bleu": 27.0}, {"step": 400, "eval_bleu": 26.2}]  # fmt: skip
+    folder = grid.archive_folder(vanilla["run"])
+    folder.mkdir(parents=True)
+    (folder / "log_history.json").write_text(json.dumps(log), encoding="utf-8")
+    assert cell("al_both-small-seed1") == "26.2"  # the best by step 500, not the last nor vanilla's final 27.0
+    assert cell(vanilla["run"]) == "–" and cell(other["run"]) == "–"
 
 
 def test_a_falling_validation_loss_keeps_a_stalled_run_training(tmp_path):

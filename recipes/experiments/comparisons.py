@@ -57,6 +57,14 @@ def plateau_swing(grid: Grid, row: dict) -> tuple[float, float] | None:
     return (statistics.mean(changes), max(changes)) if changes else None
 
 
+def best_by_step(grid: Grid, row: dict, step: int) -> float | None:
+    """A run's best validation BLEU over its evaluations up to ``step``, from its training log: where it
+    stood by the step another run had reached. None without the log or without an evaluation by then."""
+    history = grid.log_history(row) or []
+    by_then = [entry["eval_bleu"] for entry in history if "eval_bleu" in entry and entry["step"] <= step]
+    return max(by_then) if by_then else None
+
+
 def replayed_stop(grid: Grid, row: dict) -> int | None:
     """The step at which early stopping, as the grid file writes it now (``common`` over the run's
     recipe), stops a run with this run's training log; None without the log or without a stop in it. A

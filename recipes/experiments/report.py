@@ -34,6 +34,7 @@ from comparisons import (
     BUDGETS_NOTE,
     GRAPH_ROWS,
     LINK_ROWS,
+    best_by_step,
     comparison_table,
     grid_budgets_table,
     plateau_swing,
@@ -244,17 +245,25 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         "other work on the machine slows a run without changing its result). Swing on the plateau: how "
         "far validation BLEU moved from one evaluation to the next, from the best evaluation to the stop, "
         "on average (largest in brackets; none for a run that did not stop on a plateau); a difference "
-        "between two runs' best validation BLEU smaller than their swing is within the evaluations' noise.",
+        "between two runs' best validation BLEU smaller than their swing is within the evaluations' noise. "
+        "Vanilla by the stop: the best validation BLEU vanilla's run of the same size and seed had reached by "
+        "the step a variant's run stopped at (from vanilla's training log). A variant whose best lies at or "
+        "above it but below vanilla's own best did not level off below vanilla on the steps both trained: it "
+        "stopped sooner, and vanilla gained the difference after that step.",
         "",
-        "| run | stopped at | why | best step | valid BLEU (best) | swing on the plateau | test BLEU | minutes | "
-        "precision |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | stopped at | why | best step | valid BLEU (best) | vanilla by the stop | swing on the plateau | "
+        "test BLEU | minutes | precision |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    rows_by = grid.rows_by_cell()
     for row in sorted(stopped, key=lambda row: (row["size"], row["seed"], row["variant"], row["run"])):
         swing = plateau_swing(grid, row)
+        base = _baseline_row(rows_by, row["variant"], row["size"], row["seed"])
+        by_stop = None if base is None else best_by_step(grid, base, row["steps"])
         lines.append(
             f"| {row['run']} | {row['steps']} | {row['stop_reason']} | {row.get('best_step') or '–'} | "
-            f"{row['valid']['bleu']} | {'–' if swing is None else f'{swing[0]:.2f} ({swing[1]:.2f})'} | "
+            f"{row['valid']['bleu']} | {'–' if by_stop is None else by_stop} | "
+            f"{'–' if swing is None else f'{swing[0]:.2f} ({swing[1]:.2f})'} | "
             f"{row['test']['bleu']} | {_minutes(row)} | {row.get('precision') or 'fp32'} |"
         )
     started = {run.name: progress for run, progress in _under_way(grid, rows, tuning_runs=True)}
@@ -406,17 +415,24 @@ def _baseline_by_then(
     reached (its best validation BLEU up to that step, and its best overall), from its training log;
     '' for vanilla itself or without that run's log. Not a verdict: a run that climbs faster can level
     off lower, and the row that lands when the run stops is what the tables compare."""
-    base = next((row for row in rows_by.get(("vanilla", run.size), []) if row["seed"] == run.seed), None)
-    if run.variant == "vanilla" or base is None:
-        return ""
-    history = grid.log_history(base) or []
-    by_then = [entry["eval_bleu"] for entry in history if "eval_bleu" in entry and entry["step"] <= progress.step]
-    if not by_then:
+    base = _baseline_row(rows_by, run.variant, run.size, run.seed)
+    by_then = None if base is None else best_by_step(grid, base, progress.step)
+    if by_then is None:
         return ""
     return (
-        f"vanilla's seed-{run.seed} run had {max(by_then)} by the same step (its best: {base['valid']['bleu']} at "
+        f"vanilla's seed-{run.seed} run had {by_then} by the same step (its best: {base['valid']['bleu']} at "
         f"step {base.get('best_step')})"
     )
+
+
+def _baseline_row(
+    rows_by: dict[tuple[str, str], list[dict[str, Any]]], variant: str, size: str, seed: int
+) -> dict[str, Any] | None:
+    """Vanilla's finished run of a size and seed (the tuned one: ``rows_by`` holds the chosen runs), the
+    run a variant's curve is set beside; None for vanilla itself or before that run has finished."""
+    if variant == "vanilla":
+        return None
+    return next((row for row in rows_by.get(("vanilla", size), []) if row["seed"] == seed), None)
 
 
 def _standing(progress: Progress) -> str:
