@@ -760,6 +760,47 @@ def test_the_page_replays_each_stop_under_the_rule_the_grid_writes_now(tmp_path,
     )
 
 
+def test_the_page_says_how_near_each_run_came_to_stopping_sooner(tmp_path, experiments):
+    """The longest stall before a run's last reset of its patience, counted as the grid's rule counts
+    (a lower validation loss resets it too), with the step it reached; the final stall that stopped the
+    run is not a near miss. The stopping section names each run's."""
+    comparisons = experiments["comparisons"]
+    grid = _tuning_grid(tmp_path, experiments, values=[0.1, 0.2])
+    spec = yaml.safe_load(grid.path.read_text(encoding="utf-8"))
+    spec["common"] = {"early_stopping_patience": 4, "early_stopping_watch_loss": True}
+    grid.path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    grid = experiments["grid"].Grid.load(grid.path)
+    # (BLEU, loss) at steps 100..: a stall of 2 (200, 300), a lower loss at 400 resets it, a stall of 3
+    # (500-700), a new best BLEU at 800, then the 4 that stop the run (900-1200)
+    scores = [(5.0, 4.0), (4.0, 4.1), (4.5, 4.2), (4.9, 3.9), (4.0, 4.0), (4.1, 4.0), (4.2, 3.95), (6.0, 4.5),
+              (5.0, 4.5), (5.5, 4.5), (5.9, 4.5), (5.0, 4.5)]  # fmt: skip
+    log = [{"step": 100 * i, "eval_bleu": bleu, "eval_loss": loss} for i, (bleu, loss) in enumerate(scores, 1)]
+    row = {
+        "grid": grid.name, "run": "vanilla-small-seed1-dropout0.1", "size": "small", "seed": 1, "variant": "vanilla",
+        "recipe": "recipes/configs/bible_es_en_10k_vanilla.yaml", "valid": {"bleu": 6.0}, "test": {"bleu": 7.0},
+        "steps": 1200, "best_step": 800,
+        "stop_reason": "validation plateau", "tuning": {"field": "dropout", "value": 0.1},
+        "output_dir": str(tmp_path / "absent"),
+    }  # fmt: skip
+    assert comparisons.longest_stall(grid, row) is None  # no log yet
+    folder = grid.archive_folder(row["run"])
+    folder.mkdir(parents=True)
+    (folder / "log_history.json").write_text(json.dumps(log[::-1]), encoding="utf-8")  # any order
+    assert comparisons.replayed_stop(grid, row) == 1200
+    assert comparisons.longest_stall(grid, row) == (3, 700)
+    climbing = [{"step": 100 * i, "eval_bleu": float(i), "eval_loss": 5.0 - i / 10} for i in range(1, 6)]
+    (folder / "log_history.json").write_text(json.dumps(climbing), encoding="utf-8")
+    assert comparisons.longest_stall(grid, row) == (0, 0)
+    (folder / "log_history.json").write_text(json.dumps(log), encoding="utf-8")
+    with grid.results.open("a", encoding="utf-8") as results:
+        results.write(json.dumps(row) + "\n")
+    section = " ".join(experiments["report"]._stopping_section(grid, grid.finished_rows()))
+    assert (
+        "the most evaluations in a row each run went without a new best validation BLEU or a new lowest "
+        "validation loss (4 stop a run): vanilla-small-seed1-dropout0.1 3 (to step 700)." in section
+    )
+
+
 def test_a_checkpoint_saved_with_other_stateful_callbacks_resumes(tmp_path):
     """A run resumed from a checkpoint saved before its early stopping watched the loss (the state names
     Transformers' EarlyStoppingCallback, not PlateauStopping) saves its next checkpoints and finishes,

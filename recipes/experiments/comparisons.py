@@ -7,11 +7,15 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grid import REPO_ROOT, Grid
 from speeds import speed_ratio, speed_ratios, training_speed
 
 from hf_graphtf.graph_fusions import FUSIONS
+
+if TYPE_CHECKING:
+    from hf_graphtf.training.plateau import PlateauRule
 
 LINK_ROWS = ("vanilla", "al_encoder", "al_decoder", "al_both", "al_both_cumulative")
 
@@ -70,13 +74,36 @@ def replayed_stop(grid: Grid, row: dict) -> int | None:
     recipe), stops a run with this run's training log; None without the log or without a stop in it. A
     protocol changed while a grid runs holds for the runs that finished before only where this is the
     step each of them stopped at."""
+    counts = _patience_counts(grid, row)
+    return None if counts is None else counts[0].stop_step(counts[1])
+
+
+def longest_stall(grid: Grid, row: dict) -> tuple[int, int] | None:
+    """The most evaluations in a row a run went without resetting its early-stopping patience before its
+    last reset (the rule as the grid file writes it now, replayed over the run's log), and the step the
+    stall reached that count: how near the run came to stopping sooner. Where a run stops is itself a
+    draw of its seed, and a run one evaluation short of the patience once could as well have stopped
+    there. None without the log or a rule; (0, 0) for a run that never stalled before its last reset."""
+    counts = _patience_counts(grid, row)
+    if counts is None:
+        return None
+    rule, history = counts
+    steps = list(rule.counts(history))
+    last_reset = max((index for index, (_, count) in enumerate(steps) if count.waited == 0), default=-1)
+    stalls = [(count.waited, step) for step, count in steps[: last_reset + 1] if count.waited]
+    return max(stalls, key=lambda stall: stall[0], default=(0, 0))
+
+
+def _patience_counts(grid: Grid, row: dict) -> tuple[PlateauRule, list[dict]] | None:
+    """The early-stopping rule the grid file writes now for a run (``common`` over its recipe) and the
+    run's training log; None without either."""
     from hf_graphtf.training.arguments import load_recipe
     from hf_graphtf.training.plateau import PlateauRule
 
     history = grid.log_history(row)
     recipe = {**(load_recipe(REPO_ROOT / row["recipe"]) if row.get("recipe") else {}), **grid.common}
     rule = PlateauRule.from_fields(recipe.get)
-    return None if history is None or rule is None else rule.stop_step(history)
+    return None if history is None or rule is None else (rule, history)
 
 
 def paired_bootstrap(grid: Grid, baseline: list[dict], system: list[dict], references: list[str]) -> float | None:

@@ -37,6 +37,7 @@ from comparisons import (
     best_by_step,
     comparison_table,
     grid_budgets_table,
+    longest_stall,
     plateau_swing,
     replayed_stop,
     test_references,
@@ -306,6 +307,7 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
     return [
         *lines,
         *_replay_check(grid, stopped),
+        *_closest_calls(grid, stopped),
         *without_speed_flags(stopped, lambda row: validation_minutes(grid, row)),
         "",
     ]
@@ -331,6 +333,27 @@ def _replay_check(grid: Grid, stopped: list[dict[str, Any]]) -> list[str]:
     else:
         verdict = "every plateau stop above happens at the step the run stopped at."
     return ["", f"Replayed from each run's log under the rule as the grid file writes it now ({rule}), {verdict}"]
+
+
+def _closest_calls(grid: Grid, stopped: list[dict[str, Any]]) -> list[str]:
+    """How near each run came to stopping sooner: its longest stall before its last reset of the patience
+    (`longest_stall`). A comparison of runs that stopped at different steps rests on where each stopped,
+    and a run that once came within an evaluation of its patience could as well have stopped there."""
+    stalls = [(row, longest_stall(grid, row)) for row in stopped]
+    if not stalls or any(stall is None for _, stall in stalls):
+        return []
+    patience = grid.common.get("early_stopping_patience")
+    runs = "; ".join(
+        f"{row['run']} {count}" + (f" (to step {step})" if count else "")
+        for row, (count, step) in sorted(stalls, key=lambda pair: pair[0]["run"])
+    )
+    return [
+        "",
+        f"Closest calls: before the last evaluation that reset its patience, the most evaluations in a row "
+        f"each run went without {_patience_resets(grid)} ({patience} stop a run): {runs}. A run that came "
+        "within an evaluation or two of the patience could as well have stopped there: where a run stops is "
+        "a draw of its seed, as its BLEU is.",
+    ]
 
 
 def _budgets_section(grid: Grid) -> list[str]:
