@@ -25,6 +25,19 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_record() -> dict[str, str]:
+    """This machine's CPU as a result records it: its model, the vector kernels torch picks on it and
+    its ``float_fingerprint``. Two results are comparable bit for bit, and their speeds like with like,
+    only where all three match."""
+    import torch
+
+    return {
+        "model": cpu_model(),
+        "kernels": torch.backends.cpu.get_cpu_capability(),
+        "float_fingerprint": float_fingerprint(),
+    }
+
+
 def float_fingerprint() -> str:
     """16 hex digits naming how this machine computes a float32 training step: the SHA-256 of the loss
     and gradients of one fixed step of a small attention and feed-forward block, on one thread.

@@ -165,6 +165,27 @@ def test_the_page_says_where_a_run_under_way_stands_and_what_is_left_of_its_pric
     assert still.endswith("A run under way costs its price less the minutes it has trained, and at least the "
                           "evaluations its patience has left at its pace so far (al_both-small-seed1 at step 2: "
                           "0 minutes trained, about 80 left).")  # fmt: skip
+    # a grid can move between hosts: where the finished runs ran on another CPU than this machine, the
+    # price and the run under way say so, naming both; rows that agree (or record no CPU) change nothing
+    there = {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "9165e1b8bbc6a2dd"}
+    here = {"model": "Intel Xeon", "kernels": "AVX512", "float_fingerprint": "f2666768cd6a4ba4"}
+    moved = [{**row, "provenance": {"cpu": there}} for row in rows]
+    still = next(line for line in report._stopping_section(grid, moved, here) if line.startswith("Still to run"))
+    assert ("hours of training (on a 2-core machine; minutes measured on AMD EPYC AVX512 (float fingerprint "
+            "9165e1b8bbc6a2dd) price them, and this machine is another host, Intel Xeon AVX512 (float fingerprint "
+            "f2666768cd6a4ba4), whose minutes differ, one run at a time;") in still  # fmt: skip
+    line = next(line for line in report._progress(grid, moved, under_way, rows_by, here) if line.startswith("Under"))
+    assert line.startswith(
+        "Under way (from the newest checkpoint on this machine, Intel Xeon AVX512 (float fingerprint "
+        "f2666768cd6a4ba4), another host than AMD EPYC AVX512 (float fingerprint 9165e1b8bbc6a2dd) where finished "
+        "runs ran: its minutes and float sums differ from theirs; its row lands when it stops;"
+    )
+    for same in (there, {"model": "AMD EPYC", "kernels": "AVX512"}):  # an older record without the fingerprint
+        assert "(on this 2-core machine, one run at a time;" in " ".join(report._stopping_section(grid, moved, same))
+        assert (
+            "Under way (from the newest checkpoint on this machine;"
+            in report._progress(grid, moved, under_way, rows_by, same)[2]
+        )
 
 
 def test_the_step_cap_is_named_when_it_ends_a_run(tmp_path):

@@ -44,7 +44,17 @@ from comparisons import (
 )
 from figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
 from grid import REPO_ROOT, Grid, Progress, Run
-from speeds import device_cell, remaining_minutes, training_speed, validation_minutes, without_speed_flags
+from speeds import (
+    device_cell,
+    host_name,
+    other_hosts,
+    remaining_minutes,
+    training_speed,
+    validation_minutes,
+    without_speed_flags,
+)
+
+from hf_graphtf.machine import cpu_record
 
 
 def write_report(grid: Grid, analysis: bool = True) -> Path:
@@ -53,6 +63,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
     the same first-seed models, which a finished run never changes) stay linked."""
     rows = grid.finished_rows()
     rows_by = grid.rows_by_cell()
+    here = cpu_record()  # the machine whose checkpoints the page reads and whose runs the prices are for
     sizes = [size for size in grid.sizes if any(size == key[1] for key in rows_by)]
     references = test_references(grid, sizes)
     out = grid.results.parent
@@ -86,7 +97,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         f"devices: {'; '.join(devices) or '–'}). Runs: `python recipes/experiments/run_grid.py "
         f"{_relative(grid.path)}`.",
         "",
-        *_progress(grid, rows, under_way, rows_by),
+        *_progress(grid, rows, under_way, rows_by, here),
         "Protocol: the committed Bible recipes with these overrides for every run: "
         + ", ".join(f"`{key}: {_yaml(value)}`" for key, value in grid.common.items())
         + "; budgets per size: "
@@ -107,7 +118,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         "(interleaved, one thread, CPU clock) is recipes/benchmarks/RESULTS.md.",
         "",
         *_tuning_section(grid, rows),
-        *_stopping_section(grid, rows),
+        *_stopping_section(grid, rows, here),
         *_budgets_section(grid),
         "## Attention link (as the paper's Tables III/IV/VIII)",
         "",
@@ -230,9 +241,11 @@ def _minutes(row: dict[str, Any]) -> str:
     return "–" if minutes is None else f"{minutes:.0f}"
 
 
-def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
+def _stopping_section(grid: Grid, rows: list[dict[str, Any]], here: dict[str, Any] | None = None) -> list[str]:
     """For runs that train until validation BLEU stops improving: where each stopped and why, its best
-    step, its training minutes and precision, and what the seeds still to run will cost at those minutes."""
+    step, its training minutes and precision, and what the seeds still to run will cost at those minutes
+    on this machine (``here``, its CPU record; by default read from it), said to be rough where those
+    minutes were measured on another host."""
     stopped = [row for row in rows if row.get("stop_reason")]
     if not stopped or not any(row["stop_reason"] == "validation plateau" for row in stopped):
         return []
@@ -278,9 +291,9 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         choosing = grid.tuning is not None and any(grid.tuned_value(size) is None for size in grid.sizes)
         lines += [
             "",
-            f"Still to run: {count} runs, about {minutes / 60:.1f} hours of training (on this 2-core machine, one "
-            f"run at a time; {seeds}), each priced at the finished runs most like it: its variant's, on average; for a "
-            f"variant with none yet, vanilla's run at the chosen {field}"
+            f"Still to run: {count} runs, about {minutes / 60:.1f} hours of training ({_priced_where(rows, here)}, "
+            f"one run at a time; {seeds}), each priced at the finished runs most like it: its variant's, on average; "
+            f"for a variant with none yet, vanilla's run at the chosen {field}"
             + (
                 "; for a tuning run, or before the tuning has chosen, the longest finished run "
                 f"({left.longest:.0f} minutes)."
@@ -311,6 +324,19 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         *without_speed_flags(stopped, lambda row: validation_minutes(grid, row)),
         "",
     ]
+
+
+def _priced_where(rows: list[dict[str, Any]], here: dict[str, Any] | None) -> str:
+    """Where the price of the runs left holds: this machine, or, where finished runs' minutes were
+    measured on other hosts, a caution naming them (a grid can move between hosts, whose speeds differ)."""
+    here = cpu_record() if here is None else here
+    others = other_hosts([row for row in rows if row.get("train_minutes")], here)
+    if not others:
+        return "on this 2-core machine"
+    return (
+        f"on a 2-core machine; minutes measured on {' and '.join(others)} price them, and this machine is "
+        f"another host, {host_name(here, fingerprint=True)}, whose minutes differ"
+    )
 
 
 def _patience_resets(grid: Grid) -> str:
@@ -380,11 +406,14 @@ def _progress(
     rows: list[dict[str, Any]],
     under_way: list[tuple[Run, Progress]],
     rows_by: dict[tuple[str, str], list[dict[str, Any]]],
+    here: dict[str, Any] | None = None,
 ) -> list[str]:
     """A paragraph saying how much of the grid has run, when some of it has not (else nothing): a grid
     takes many sittings, and a page drawn part-way must not read as the whole comparison. ``under_way``
     (`_under_way`) are named with where each stands, and beside it where vanilla's run of the same
-    size and seed (in ``rows_by``) stood by the same step."""
+    size and seed (in ``rows_by``) stood by the same step; where this machine (``here``, its CPU record;
+    by default read from it) is another host than finished runs', the paragraph names both: the run's
+    row will differ from theirs in minutes and float sums."""
     finished = {row["run"] for row in rows}
     planned = grid.runs()
     done = sum(run.name in finished for run in planned)
@@ -401,8 +430,16 @@ def _progress(
         "",
     ]
     if under_way:
+        here = cpu_record() if here is None else here
+        others = other_hosts(rows, here)
+        host = (
+            f", {host_name(here, fingerprint=True)}, another host than {' and '.join(others)} "
+            "where finished runs ran: its minutes and float sums differ from theirs"
+            if others
+            else ""
+        )
         lines += [
-            "Under way (from the newest checkpoint on this machine; its row lands when it stops; dotted in "
+            f"Under way (from the newest checkpoint on this machine{host}; its row lands when it stops; dotted in "
             "the learning curves): "
             + "; ".join(
                 f"{run.name} at step {progress.step}, {_standing(progress)}"

@@ -77,21 +77,15 @@ def provenance(corpus: str) -> dict[str, Any]:
     run's results.json has them), the corpus files' content, and the CPU (its model, the vector kernels
     torch picks on it and a fingerprint of how it sums a float32 training step: float sums come out
     differently on different CPUs, so a CPU run is reproducible bit for bit only where all three match)."""
-    import torch
-
     from hf_graphtf.data.fingerprints import fingerprint
-    from hf_graphtf.machine import cpu_model, float_fingerprint
+    from hf_graphtf.machine import cpu_record
     from hf_graphtf.training.records import software_record
 
     files = sorted(Path(corpus).glob("*.jsonl")) if Path(corpus).is_dir() else []
     return {
         **software_record(code_paths=("hf_graphtf", _relative(TRAIN_SCRIPT))),
         "corpus_sha256": {path.name: fingerprint(path)["sha256"] for path in files} or None,
-        "cpu": {
-            "model": cpu_model(),
-            "kernels": torch.backends.cpu.get_cpu_capability(),
-            "float_fingerprint": float_fingerprint(),
-        },
+        "cpu": cpu_record(),
     }
 
 

@@ -128,9 +128,25 @@ def cpu_record(row: dict[str, Any]) -> dict[str, Any] | None:
 def device_cell(row: dict[str, Any]) -> str:
     """The row's device, with its CPU's model and vector kernels where the row records them: runs of
     one grid may come from different hosts, whose float sums and speeds differ."""
-    cpu = cpu_record(row) or {}
-    named = " ".join(str(cpu[key]) for key in ("model", "kernels") if cpu.get(key))
+    named = host_name(cpu_record(row))
     return f"{row['device']}, {named}" if named else row["device"]
+
+
+def host_name(cpu: dict[str, Any] | None, fingerprint: bool = False) -> str:
+    """A CPU record's model and vector kernels (``AMD EPYC AVX512``), with ``fingerprint`` also its float
+    fingerprint in brackets (two hosts may share model and kernels); "" without a record."""
+    named = " ".join(str(cpu[key]) for key in ("model", "kernels") if (cpu or {}).get(key))
+    if fingerprint and named and (cpu or {}).get("float_fingerprint"):
+        named += f" (float fingerprint {cpu['float_fingerprint']})"
+    return named
+
+
+def other_hosts(rows: list[dict[str, Any]], here: dict[str, Any]) -> list[str]:
+    """The hosts (``host_name``) of the rows whose CPU record disagrees with ``here``, this machine's
+    (`hf_graphtf.machine.cpu_record`), each once: minutes measured there price this machine's runs only
+    roughly, and its runs will not repeat theirs bit for bit. Rows without a record count as agreeing."""
+    found = {host_name(cpu, fingerprint=True): None for row in rows if cpus_differ(cpu := cpu_record(row), here)}
+    return list(found)
 
 
 SPEED_FLAGS = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags.json"
