@@ -117,10 +117,10 @@ def same_machine(row: dict[str, Any], other: dict[str, Any]) -> bool:
     return (row.get("device"), row.get("concurrent_runs", 1)) == (
         other.get("device"),
         other.get("concurrent_runs", 1),
-    ) and not cpus_differ(cpu_record(row), cpu_record(other))
+    ) and not cpus_differ(row_cpu(row), row_cpu(other))
 
 
-def cpu_record(row: dict[str, Any]) -> dict[str, Any] | None:
+def row_cpu(row: dict[str, Any]) -> dict[str, Any] | None:
     """The CPU record of a row's provenance (None for rows made before provenance was recorded)."""
     return (row.get("provenance") or {}).get("cpu")
 
@@ -128,7 +128,7 @@ def cpu_record(row: dict[str, Any]) -> dict[str, Any] | None:
 def device_cell(row: dict[str, Any]) -> str:
     """The row's device, with its CPU's model and vector kernels where the row records them: runs of
     one grid may come from different hosts, whose float sums and speeds differ."""
-    named = host_name(cpu_record(row))
+    named = host_name(row_cpu(row))
     return f"{row['device']}, {named}" if named else row["device"]
 
 
@@ -145,7 +145,7 @@ def other_hosts(rows: list[dict[str, Any]], here: dict[str, Any]) -> list[str]:
     """The hosts (``host_name``) of the rows whose CPU record disagrees with ``here``, this machine's
     (`hf_graphtf.machine.cpu_record`), each once: minutes measured there price this machine's runs only
     roughly, and its runs will not repeat theirs bit for bit. Rows without a record count as agreeing."""
-    found = {host_name(cpu, fingerprint=True): None for row in rows if cpus_differ(cpu := cpu_record(row), here)}
+    found = {host_name(cpu, fingerprint=True): None for row in rows if cpus_differ(cpu := row_cpu(row), here)}
     return list(found)
 
 
@@ -175,7 +175,7 @@ def without_speed_flags(
         validating = min(validation_minutes(row) or 0.0, row["train_minutes"])
         minutes.append(row["train_minutes"])
         estimates.append((row["train_minutes"] - validating) * bf16["speed_vs_fp32"] + validating * validation_ratio)
-    hosts = {(cpu_record(row) or {}).get("float_fingerprint") for row in bf16_rows}
+    hosts = {(row_cpu(row) or {}).get("float_fingerprint") for row in bf16_rows}
     host = "the runs' host" if hosts == {record["float_fingerprint"]} else f"host {record['float_fingerprint']}"
     return [
         "",
