@@ -135,8 +135,9 @@ def device_cell(row: dict[str, Any]) -> str:
 def host_name(cpu: dict[str, Any] | None, fingerprint: bool = False) -> str:
     """A CPU record's model and vector kernels (``AMD EPYC AVX512``), with ``fingerprint`` also its float
     fingerprint in brackets (two hosts may share model and kernels); "" without a record."""
-    named = " ".join(str(cpu[key]) for key in ("model", "kernels") if (cpu or {}).get(key))
-    if fingerprint and named and (cpu or {}).get("float_fingerprint"):
+    cpu = cpu or {}
+    named = " ".join(str(cpu[key]) for key in ("model", "kernels") if cpu.get(key))
+    if fingerprint and named and cpu.get("float_fingerprint"):
         named += f" (float fingerprint {cpu['float_fingerprint']})"
     return named
 
