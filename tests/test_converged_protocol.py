@@ -161,6 +161,7 @@ def test_the_page_says_where_a_run_under_way_stands_and_what_is_left_of_its_pric
         "22.0 at step 3000)."
     )
     still = next(line for line in report._stopping_section(grid, rows) if line.startswith("Still to run"))
+    assert "seed 1: 1 run, about" in still and "seed 2: 2 runs, about" in still  # counted in words
     # priced at vanilla's chosen run (80 minutes) less the seconds the tiny run trained
     assert still.endswith("A run under way costs its price less the minutes it has trained, and at least the "
                           "evaluations its patience has left at its pace so far (al_both-small-seed1 at step 2: "
@@ -179,6 +180,17 @@ def test_the_page_says_where_a_run_under_way_stands_and_what_is_left_of_its_pric
         "Under way (from the newest checkpoint on this machine, Intel Xeon AVX512 (float fingerprint "
         "f2666768cd6a4ba4), another host than AMD EPYC AVX512 (float fingerprint 9165e1b8bbc6a2dd) where finished "
         "runs ran: its minutes and float sums differ from theirs; its row lands when it stops;"
+    )
+    # a grid that moved part-way: one finished run ran here, so the others are counted and both hosts price
+    mixed = [{**row, "provenance": {"cpu": here}} for row in moved[:1]] + moved[1:]
+    still = next(line for line in report._stopping_section(grid, mixed, here) if line.startswith("Still to run"))
+    assert ("(on a 2-core machine; minutes measured on AMD EPYC AVX512 (float fingerprint 9165e1b8bbc6a2dd) and "
+            "on this machine, Intel Xeon AVX512 (float fingerprint f2666768cd6a4ba4), price them, and the hosts' "
+            "minutes differ, one run at a time;") in still  # fmt: skip
+    line = next(line for line in report._progress(grid, mixed, under_way, rows_by, here) if line.startswith("Under"))
+    assert (
+        f"another host than AMD EPYC AVX512 (float fingerprint 9165e1b8bbc6a2dd) where {len(rows) - 1} of the "
+        f"{len(rows)} finished runs ran: its minutes" in line
     )
     for same in (there, {"model": "AMD EPYC", "kernels": "AVX512"}):  # an older record without the fingerprint
         assert "(on this 2-core machine, one run at a time;" in " ".join(report._stopping_section(grid, moved, same))

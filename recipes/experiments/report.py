@@ -48,6 +48,7 @@ from speeds import (
     device_cell,
     host_name,
     other_hosts,
+    others_rows,
     remaining_minutes,
     training_speed,
     validation_minutes,
@@ -286,12 +287,12 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]], here: dict[str, An
         count = sum(n for n, _ in left.by_seed.values())
         minutes = sum(m for _, m in left.by_seed.values())
         field = grid.tuning.field if grid.tuning is not None else "tuned value"
-        seeds = "; ".join(f"seed {seed}: {n} runs, about {m / 60:.1f} hours" for seed, (n, m) in left.by_seed.items())
+        seeds = "; ".join(f"seed {seed}: {_runs(n)}, about {m / 60:.1f} hours" for seed, (n, m) in left.by_seed.items())
         # the longest run prices tuning runs and runs waiting for the tuning; once it has chosen, none is left
         choosing = grid.tuning is not None and any(grid.tuned_value(size) is None for size in grid.sizes)
         lines += [
             "",
-            f"Still to run: {count} runs, about {minutes / 60:.1f} hours of training ({_priced_where(rows, here)}, "
+            f"Still to run: {_runs(count)}, about {minutes / 60:.1f} hours of training ({_priced_where(rows, here)}, "
             f"one run at a time; {seeds}), each priced at the finished runs most like it: its variant's, on average; "
             f"for a variant with none yet, vanilla's run at the chosen {field}"
             + (
@@ -326,16 +327,28 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]], here: dict[str, An
     ]
 
 
+def _runs(count: int) -> str:
+    """``count`` runs, in words ("1 run", "5 runs")."""
+    return f"{count} run" + ("" if count == 1 else "s")
+
+
 def _priced_where(rows: list[dict[str, Any]], here: dict[str, Any] | None) -> str:
     """Where the price of the runs left holds: this machine, or, where finished runs' minutes were
     measured on other hosts, a caution naming them (a grid can move between hosts, whose speeds differ)."""
     here = cpu_record() if here is None else here
-    others = other_hosts([row for row in rows if row.get("train_minutes")], here)
+    timed = [row for row in rows if row.get("train_minutes")]
+    others = other_hosts(timed, here)
     if not others:
         return "on this 2-core machine"
+    this_machine = host_name(here, fingerprint=True)
+    if len(others_rows(timed, here)) < len(timed):  # some of the minutes were measured here too
+        return (
+            f"on a 2-core machine; minutes measured on {' and '.join(others)} and on this machine, "
+            f"{this_machine}, price them, and the hosts' minutes differ"
+        )
     return (
         f"on a 2-core machine; minutes measured on {' and '.join(others)} price them, and this machine is "
-        f"another host, {host_name(here, fingerprint=True)}, whose minutes differ"
+        f"another host, {this_machine}, whose minutes differ"
     )
 
 
@@ -432,9 +445,11 @@ def _progress(
     if under_way:
         here = cpu_record() if here is None else here
         others = other_hosts(rows, here)
+        elsewhere = len(others_rows(rows, here))
+        where = "finished runs" if elsewhere == len(rows) else f"{elsewhere} of the {len(rows)} finished runs"
         host = (
             f", {host_name(here, fingerprint=True)}, another host than {' and '.join(others)} "
-            "where finished runs ran: its minutes and float sums differ from theirs"
+            f"where {where} ran: its minutes and float sums differ from theirs"
             if others
             else ""
         )
