@@ -200,6 +200,30 @@ def test_the_page_says_where_a_run_under_way_stands_and_what_is_left_of_its_pric
         )
 
 
+def test_the_minutes_panel_names_the_runs_from_another_host_than_vanillas(tmp_path, experiments):
+    """A grid that moved between hosts part-way: a variant's run from another machine than vanilla's
+    run of its seed is named in the minutes panel, counted when only some of its runs are."""
+    there = {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "9165e1b8bbc6a2dd"}
+    here = {"model": "Intel Xeon", "kernels": "AVX512", "float_fingerprint": "f2666768cd6a4ba4"}
+
+    def row(seed: int, cpu: dict) -> dict:
+        return {"seed": seed, "device": "cpu", "provenance": {"cpu": cpu}}
+
+    rows_by = {
+        ("vanilla", "10k"): [row(1, there), row(2, here)],
+        ("al_both", "10k"): [row(1, there), row(2, here)],
+        ("graph_half_gate", "10k"): [row(1, here), row(2, here)],
+        ("graph_self_gate", "10k"): [row(1, here)],
+        ("graph_self_gate", "full"): [row(1, here)],
+    }
+    assert experiments["figures"].minutes_elsewhere(rows_by, "10k") == {
+        "graph_half_gate": "graph_half_gate: another host than vanilla's (1 of 2 runs), minutes not comparable",
+        "graph_self_gate": "graph_self_gate: another host than vanilla's, minutes not comparable",
+    }
+    assert experiments["figures"].minutes_elsewhere(rows_by, "full") == {}  # no vanilla there to compare with
+    assert experiments["figures"].minutes_elsewhere({("vanilla", "10k"): [row(1, there)]}, "10k") == {}
+
+
 def test_the_step_cap_is_named_when_it_ends_a_run(tmp_path):
     train = _run(tmp_path, "capped", early_stopping_patience=50, max_steps=3)["train"]
     assert train["stop_reason"] == "step cap" and train["global_step"] == 3

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from grid import REPO_ROOT, Grid
-from speeds import runtime_and_training_seconds
+from speeds import runtime_and_training_seconds, same_machine
 
 # the gate figure's variant: the first of these a grid has (the converged grid has no plain graph_gate)
 GATE_VARIANTS = ("graph_gate", "graph_half_gate", "graph_shared_gate", "graph_self_gate")
@@ -108,6 +108,21 @@ def mean_learning_curve(curves: list[list[tuple[int, float, float]]]) -> list[tu
     ]
 
 
+def minutes_elsewhere(rows_by: dict[tuple[str, str], list[dict]], size: str) -> dict[str, str]:
+    """For the minutes panel of the learning curves: each variant with runs that trained on another
+    machine than vanilla's run of the same seed, and a legend label saying how many (a grid can move
+    between hosts part-way, and another host's minutes do not compare with vanilla's)."""
+    vanilla = {row.get("seed"): row for row in rows_by.get(("vanilla", size), [])}
+    labels = {}
+    for (variant, row_size), runs in sorted(rows_by.items()):
+        paired = [(run, vanilla[run.get("seed")]) for run in runs if run.get("seed") in vanilla]
+        elsewhere = sum(not same_machine(run, base) for run, base in paired)
+        if row_size == size and elsewhere:
+            count = "" if elsewhere == len(runs) else f" ({elsewhere} of {len(runs)} runs)"
+            labels[variant] = f"{variant}: another host than vanilla's{count}, minutes not comparable"
+    return labels
+
+
 def plot_learning_curves(
     grid: Grid,
     rows_by: dict[tuple[str, str], list[dict]],
@@ -122,9 +137,11 @@ def plot_learning_curves(
 
     ``unfinished``: (step, validation BLEU) curves of runs still training, by label, drawn dotted
     against steps only (their minutes per step are known once they finish), so that a run that
-    trains over several sittings shows on the page how far it got."""
+    trains over several sittings shows on the page how far it got. The minutes panel names the variants
+    with runs from another host than vanilla's (`minutes_elsewhere`)."""
     plt = _plt()
     figure, (by_step, by_minute) = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    elsewhere = minutes_elsewhere(rows_by, size)
     unfinished = {label: curve for label, curve in (unfinished or {}).items() if curve}
     # one style per variant across sizes
     styles = variant_styles(sorted({variant for variant, _ in rows_by} | set(unfinished)))
@@ -148,7 +165,7 @@ def plot_learning_curves(
                 )
         mean = mean_learning_curve(curves)
         by_step.plot([p[0] for p in mean], [p[2] for p in mean], label=f"{variant} (n={len(curves)})", **style)
-        by_minute.plot([p[1] for p in mean], [p[2] for p in mean], **style)
+        by_minute.plot([p[1] for p in mean], [p[2] for p in mean], label=elsewhere.get(variant, "_"), **style)
         drawn = True
     for label, curve in unfinished.items():
         style = {**styles[label], "linestyle": ":"}
@@ -160,6 +177,8 @@ def plot_learning_curves(
         by_minute.set_xlabel("minutes of training")
         by_step.set_ylabel("validation BLEU (greedy)")
         by_step.legend(fontsize="small")
+        if elsewhere:
+            by_minute.legend(fontsize="small", loc="lower right")
         figure.suptitle(title or f"Learning curves, {size} (bold: mean over seeds; thin: each seed)")
     return _save(plt, figure, path if drawn else None)
 
