@@ -200,7 +200,7 @@ def test_the_page_says_where_a_run_under_way_stands_and_what_is_left_of_its_pric
         )
 
 
-def test_the_minutes_panel_names_the_runs_from_another_host_than_vanillas(tmp_path, experiments):
+def test_the_minutes_panel_names_the_runs_from_another_host_than_vanillas(experiments):
     """A grid that moved between hosts part-way: a variant's run from another machine than vanilla's
     run of its seed is named in the minutes panel, counted when only some of its runs are."""
     there = {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "9165e1b8bbc6a2dd"}

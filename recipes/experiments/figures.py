@@ -115,9 +115,11 @@ def minutes_elsewhere(rows_by: dict[tuple[str, str], list[dict]], size: str) -> 
     vanilla = {row.get("seed"): row for row in rows_by.get(("vanilla", size), [])}
     labels = {}
     for (variant, row_size), runs in sorted(rows_by.items()):
+        if row_size != size:
+            continue
         paired = [(run, vanilla[run.get("seed")]) for run in runs if run.get("seed") in vanilla]
         elsewhere = sum(not same_machine(run, base) for run, base in paired)
-        if row_size == size and elsewhere:
+        if elsewhere:
             count = "" if elsewhere == len(runs) else f" ({elsewhere} of {len(runs)} runs)"
             labels[variant] = f"{variant}: another host than vanilla's{count}, minutes not comparable"
     return labels

@@ -48,8 +48,8 @@ from speeds import (
     device_cell,
     host_name,
     other_hosts,
-    others_rows,
     remaining_minutes,
+    rows_elsewhere,
     training_speed,
     validation_minutes,
     without_speed_flags,
@@ -341,7 +341,7 @@ def _priced_where(rows: list[dict[str, Any]], here: dict[str, Any] | None) -> st
     if not others:
         return "on this 2-core machine"
     this_machine = host_name(here, fingerprint=True)
-    if len(others_rows(timed, here)) < len(timed):  # some of the minutes were measured here too
+    if len(rows_elsewhere(timed, here)) < len(timed):  # some of the minutes were measured here too
         return (
             f"on a 2-core machine; minutes measured on {' and '.join(others)} and on this machine, "
             f"{this_machine}, price them, and the hosts' minutes differ"
@@ -445,7 +445,7 @@ def _progress(
     if under_way:
         here = cpu_record() if here is None else here
         others = other_hosts(rows, here)
-        elsewhere = len(others_rows(rows, here))
+        elsewhere = len(rows_elsewhere(rows, here))
         where = "finished runs" if elsewhere == len(rows) else f"{elsewhere} of the {len(rows)} finished runs"
         host = (
             f", {host_name(here, fingerprint=True)}, another host than {' and '.join(others)} "

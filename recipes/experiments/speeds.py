@@ -146,10 +146,10 @@ def other_hosts(rows: list[dict[str, Any]], here: dict[str, Any]) -> list[str]:
     """The hosts (``host_name``) of the rows whose CPU record disagrees with ``here``, this machine's
     (`hf_graphtf.machine.cpu_record`), each once: minutes measured there price this machine's runs only
     roughly, and its runs will not repeat theirs bit for bit. Rows without a record count as agreeing."""
-    return list({host_name(row_cpu(row), fingerprint=True): None for row in others_rows(rows, here)})
+    return list({host_name(row_cpu(row), fingerprint=True): None for row in rows_elsewhere(rows, here)})
 
 
-def others_rows(rows: list[dict[str, Any]], here: dict[str, Any]) -> list[dict[str, Any]]:
+def rows_elsewhere(rows: list[dict[str, Any]], here: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows whose CPU record disagrees with ``here`` (see `other_hosts`): how many of a grid's
     runs ran elsewhere, when it moved between hosts part-way."""
     return [row for row in rows if cpus_differ(row_cpu(row), here)]
