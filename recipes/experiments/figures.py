@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from grid import REPO_ROOT, Grid
+from grid import REPO_ROOT, Grid, baseline_row
 from speeds import runtime_and_training_seconds, same_machine
 
 # the gate figure's variant: the first of these a grid has (the converged grid has no plain graph_gate)
@@ -112,13 +112,12 @@ def minutes_elsewhere(rows_by: dict[tuple[str, str], list[dict]], size: str) -> 
     """For the minutes panel of the learning curves: each variant with runs that trained on another
     machine than vanilla's run of the same seed, and a legend label saying how many (a grid can move
     between hosts part-way, and another host's minutes do not compare with vanilla's)."""
-    vanilla = {row.get("seed"): row for row in rows_by.get(("vanilla", size), [])}
     labels = {}
     for (variant, row_size), runs in sorted(rows_by.items()):
         if row_size != size:
             continue
-        paired = [(run, vanilla[run.get("seed")]) for run in runs if run.get("seed") in vanilla]
-        elsewhere = sum(not same_machine(run, base) for run, base in paired)
+        bases = [(run, baseline_row(rows_by, variant, size, run.get("seed"))) for run in runs]
+        elsewhere = sum(base is not None and not same_machine(run, base) for run, base in bases)
         if elsewhere:
             count = "" if elsewhere == len(runs) else f" ({elsewhere} of {len(runs)} runs)"
             labels[variant] = f"{variant}: another host than vanilla's{count}, minutes not comparable"

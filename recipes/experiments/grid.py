@@ -458,6 +458,17 @@ def resolve_corpus(corpus: str) -> str:
     return corpus if Path(corpus).is_absolute() or not (REPO_ROOT / corpus).exists() else str(REPO_ROOT / corpus)
 
 
+def baseline_row(
+    rows_by: dict[tuple[str, str], list[dict[str, Any]]], variant: str, size: str, seed: int | None
+) -> dict[str, Any] | None:
+    """Vanilla's finished run of a size and seed (the tuned one: ``rows_by``, `Grid.rows_by_cell`, holds
+    the chosen runs), the run a variant's run is set beside; None for vanilla itself or before that run
+    has finished."""
+    if variant == "vanilla":
+        return None
+    return next((row for row in rows_by.get(("vanilla", size), []) if row["seed"] == seed), None)
+
+
 def cpus_differ(recorded: dict[str, Any] | None, other: dict[str, Any] | None) -> bool:
     """Whether two CPU records (a row's ``provenance.cpu``) disagree on what both name. A row without
     one counts as agreeing: rows made before the records existed are judged by their scores alone, and

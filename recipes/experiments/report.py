@@ -43,7 +43,7 @@ from comparisons import (
     test_references,
 )
 from figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
-from grid import REPO_ROOT, Grid, Progress, Run
+from grid import REPO_ROOT, Grid, Progress, Run, baseline_row
 from speeds import (
     device_cell,
     host_name,
@@ -273,7 +273,7 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]], here: dict[str, An
     rows_by = grid.rows_by_cell()
     for row in sorted(stopped, key=lambda row: (row["size"], row["seed"], row["variant"], row["run"])):
         swing = plateau_swing(grid, row)
-        base = _baseline_row(rows_by, row["variant"], row["size"], row["seed"])
+        base = baseline_row(rows_by, row["variant"], row["size"], row["seed"])
         by_stop = None if base is None else best_by_step(grid, base, row["steps"])
         lines.append(
             f"| {row['run']} | {row['steps']} | {row['stop_reason']} | {row.get('best_step') or '–'} | "
@@ -490,7 +490,7 @@ def _baseline_by_then(
     reached (its best validation BLEU up to that step, and its best overall), from its training log;
     '' for vanilla itself or without that run's log. Not a verdict: a run that climbs faster can level
     off lower, and the row that lands when the run stops is what the tables compare."""
-    base = _baseline_row(rows_by, run.variant, run.size, run.seed)
+    base = baseline_row(rows_by, run.variant, run.size, run.seed)
     by_then = None if base is None else best_by_step(grid, base, progress.step)
     if by_then is None:
         return ""
@@ -498,16 +498,6 @@ def _baseline_by_then(
         f"vanilla's seed-{run.seed} run had {by_then} by the same step (its best: {base['valid']['bleu']} at "
         f"step {base.get('best_step')})"
     )
-
-
-def _baseline_row(
-    rows_by: dict[tuple[str, str], list[dict[str, Any]]], variant: str, size: str, seed: int
-) -> dict[str, Any] | None:
-    """Vanilla's finished run of a size and seed (the tuned one: ``rows_by`` holds the chosen runs), the
-    run a variant's curve is set beside; None for vanilla itself or before that run has finished."""
-    if variant == "vanilla":
-        return None
-    return next((row for row in rows_by.get(("vanilla", size), []) if row["seed"] == seed), None)
 
 
 def _standing(progress: Progress) -> str:
