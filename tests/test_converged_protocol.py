@@ -162,10 +162,15 @@ def test_the_page_says_where_a_run_under_way_stands_and_what_is_left_of_its_pric
     )
     still = next(line for line in report._stopping_section(grid, rows) if line.startswith("Still to run"))
     assert "seed 1: 1 run, about" in still and "seed 2: 2 runs, about" in still  # counted in words
-    # priced at vanilla's chosen run (80 minutes) less the seconds the tiny run trained
-    assert still.endswith("A run under way costs its price less the minutes it has trained, and at least the "
-                          "evaluations its patience has left at its pace so far (al_both-small-seed1 at step 2: "
-                          "0 minutes trained, about 80 left).")  # fmt: skip
+    # priced at the steps vanilla's chosen run stopped at (5000) less the 2 it has trained, at the tiny
+    # run's own pace (its minutes, not vanilla's 80)
+    ((_, progress),) = under_way
+    assert progress.trained_minutes > 0
+    to_go = max((5000 - 2) * progress.trained_minutes / 2, progress.fewest_minutes_left())
+    assert still.endswith("A run under way costs its price less what it has trained (in steps, at its own pace "
+                          "so far, where the finished runs record the step they stopped at), and at least the "
+                          "evaluations its patience has left (al_both-small-seed1 at step 2: "
+                          f"{progress.trained_minutes:.0f} minutes trained, about {to_go:.0f} left).")  # fmt: skip
     # a grid can move between hosts: where the finished runs ran on another CPU than this machine, the
     # price and the run under way say so, naming both; rows that agree (or record no CPU) change nothing
     there = {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "9165e1b8bbc6a2dd"}
@@ -450,6 +455,15 @@ def test_the_page_prices_the_runs_left_at_the_finished_runs_most_like_them(tmp_p
     left = speeds.remaining_minutes(grid, rows, {"al_both-small-seed2": overdue})
     assert left.under_way["al_both-small-seed2"] == (150.0, pytest.approx(10.0))
     assert dataclasses.replace(progress, waited=None).fewest_minutes_left() == 0.0  # no early stopping
+    # where al_both's finished run records its stopping step (15000), the run under way is priced in steps
+    # at its own pace (0.01 minutes a step), not in the finished run's minutes, which may be another host's
+    stepped = [{**row, "steps": 15000} if row["run"] == "al_both-small-seed1" else row for row in rows]
+    left = speeds.remaining_minutes(grid, stepped, {"al_both-small-seed2": progress})
+    assert left.under_way["al_both-small-seed2"] == (30.0, pytest.approx(120.0))  # (15000 - 3000) x 0.01, not 130 - 30
+    slower = dataclasses.replace(progress, trained_minutes=60.0)  # twice as slow here: twice the minutes left
+    assert speeds.remaining_minutes(grid, stepped, {"al_both-small-seed2": slower}).under_way[
+        "al_both-small-seed2"
+    ] == (60.0, pytest.approx(240.0))
     assert speeds.remaining_minutes(grid, _finish(grid, "al_both-small-seed2", minutes=120.0)) is None
 
 

@@ -307,8 +307,9 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]], here: dict[str, An
                 else ""
             )
             + (
-                " A run under way costs its price less the minutes it has trained, and at least the evaluations "
-                "its patience has left at its pace so far ("
+                " A run under way costs its price less what it has trained (in steps, at its own pace so far, "
+                "where the finished runs record the step they stopped at), and at least the evaluations its "
+                "patience has left ("
                 + ", ".join(
                     f"{name} at step {started[name].step}: {trained:.0f} minutes trained, about {to_go:.0f} left"
                     for name, (trained, to_go) in left.under_way.items()

@@ -225,35 +225,43 @@ def remaining_minutes(
     chosen, at the longest finished run: tuning values differ in how long they train until they stop,
     so their mean would price the next value at a guess, and a cautious one serves the reader better.
 
-    A run in ``under_way`` (run name -> where its newest checkpoint stands) costs its price less the
-    minutes it has trained, but never less than the fewest it can still take
+    A run in ``under_way`` (run name -> where its newest checkpoint stands) is priced in steps at its own
+    pace: the steps its like runs stopped at (mean) less the steps it has trained, times its minutes per
+    step so far, since its pace is measured where it trains, and the finished runs' minutes may come from
+    another host. Where those runs record no steps or the run no clock, its price in minutes less the
+    minutes it has trained. Either way never less than the fewest it can still take
     (``Progress.fewest_minutes_left``): a run that outlasts its price has not stopped yet."""
     under_way = under_way or {}
     finished = {row["run"]: row for row in rows}
     to_run = [run for run in grid.runs() if run.name not in finished]
-    timed = {name: row["train_minutes"] for name, row in finished.items() if row.get("train_minutes")}
+    timed = {name: row for name, row in finished.items() if row.get("train_minutes")}
     if not to_run or not timed:
         return None
-    longest = max(timed.values())
+    longest_row = max(timed.values(), key=lambda row: row["train_minutes"])
     tuning = {run.name for size in grid.sizes for run in grid.tuning_runs(size)}
     cells = grid.cell_runs()
-    by_variant: dict[str, list[float]] = {}
+    by_variant: dict[str, list[dict[str, Any]]] = {}
     for run in cells:
         if run.name in timed:
             by_variant.setdefault(run.variant, []).append(timed[run.name])
-    chosen = {run.size: timed.get(run.name) for run in cells if run.name in tuning}
+    chosen = {run.size: [timed[run.name]] for run in cells if run.name in tuning and run.name in timed}
     by_seed: dict[int, tuple[int, float]] = {}
     started: dict[str, tuple[float, float]] = {}
     for run in to_run:
         if run.name in tuning:
-            minutes = longest
-        elif by_variant.get(run.variant):
-            minutes = statistics.mean(by_variant[run.variant])
+            like = [longest_row]
         else:
-            minutes = chosen.get(run.size) or longest
+            like = by_variant.get(run.variant) or chosen.get(run.size) or [longest_row]
+        minutes = statistics.mean(row["train_minutes"] for row in like)
         if (progress := under_way.get(run.name)) is not None:
-            minutes = max(minutes - progress.trained_minutes, progress.fewest_minutes_left())
+            steps = [row["steps"] for row in like if row.get("steps")]
+            if len(steps) == len(like) and progress.trained_minutes and progress.step:
+                pace = progress.trained_minutes / progress.step
+                minutes = (statistics.mean(steps) - progress.step) * pace
+            else:
+                minutes -= progress.trained_minutes
+            minutes = max(minutes, progress.fewest_minutes_left())
             started[run.name] = (progress.trained_minutes, minutes)
         count, total = by_seed.get(run.seed, (0, 0.0))
         by_seed[run.seed] = (count + 1, total + minutes)
-    return RunsLeft(dict(sorted(by_seed.items())), longest, started)
+    return RunsLeft(dict(sorted(by_seed.items())), longest_row["train_minutes"], started)
