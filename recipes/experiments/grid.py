@@ -102,13 +102,17 @@ class Progress:
     #: steps between evaluations, from the run's recipe
     eval_steps: int | None = None
 
+    def minutes_per_step(self) -> float:
+        """Its pace so far, where it trains (validation passes included); 0 without a clock or a step."""
+        return self.trained_minutes / self.step if self.step else 0.0
+
     def fewest_minutes_left(self) -> float:
         """The fewest training minutes the run can still take, at its pace so far: it cannot stop on its
         plateau before its patience runs out, one evaluation every ``eval_steps``. 0 when that is not
         known (no early stopping, no interval, no clock)."""
-        if self.waited is None or self.patience is None or not self.eval_steps or not self.step:
+        if self.waited is None or self.patience is None or not self.eval_steps:
             return 0.0
-        return (self.patience - self.waited) * self.eval_steps * self.trained_minutes / self.step
+        return (self.patience - self.waited) * self.eval_steps * self.minutes_per_step()
 
     def patience_text(self) -> str:
         """``3 of 8 evaluations without a new best (nor a lower validation loss)``, or "" without early

@@ -255,9 +255,8 @@ def remaining_minutes(
         minutes = statistics.mean(row["train_minutes"] for row in like)
         if (progress := under_way.get(run.name)) is not None:
             steps = [row["steps"] for row in like if row.get("steps")]
-            if len(steps) == len(like) and progress.trained_minutes and progress.step:
-                pace = progress.trained_minutes / progress.step
-                minutes = (statistics.mean(steps) - progress.step) * pace
+            if len(steps) == len(like) and progress.minutes_per_step():
+                minutes = (statistics.mean(steps) - progress.step) * progress.minutes_per_step()
             else:
                 minutes -= progress.trained_minutes
             minutes = max(minutes, progress.fewest_minutes_left())
