@@ -11,9 +11,8 @@ plain model on one process.
 
 from __future__ import annotations
 
-import os
+import gc
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -30,12 +29,6 @@ from test_models_training import copy_task_batch
 ACCELERATE_CONFIGS = REPO_ROOT / "recipes" / "accelerate"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _gradients(model) -> dict[str, torch.Tensor]:
     grads = {}
     for name, param in model.named_parameters():
@@ -45,7 +38,16 @@ def _gradients(model) -> dict[str, torch.Tensor]:
     return grads
 
 
-def _fsdp_worker(rank: int, world_size: int, port: int, family: str, options: str, result_file: str) -> None:
+def _fsdp_worker(rank: int, world_size: int, store_file: str, family: str, options: str, result_file: str) -> None:
+    """One rank of the FSDP2 run; rank 0 writes the loss, the wrapped-layer count and the full gradients.
+
+    The way out is ordered because a run now and then died after its work with "terminate called
+    without an active exception" (gloo, torch 2.13; once in CI, twice in 81 repeats here): a file
+    store instead of a TCP store (no store thread, no port to race for), a barrier after the last
+    collective (no rank closes its connections while the other still uses them), and the sharded
+    model, whose device mesh holds the group, dropped before the group is destroyed rather than
+    during interpreter finalization.
+    """
     from accelerate.utils import FullyShardedDataParallelPlugin
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
         apply_activation_checkpointing,
@@ -53,9 +55,8 @@ def _fsdp_worker(rank: int, world_size: int, port: int, family: str, options: st
     )
     from torch.distributed.fsdp import fully_shard
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=world_size)
     try:
         model = tiny_model(family, OPTION_MATRIX[options], attn_implementation="sdpa").train()
         plugin = FullyShardedDataParallelPlugin(
@@ -76,6 +77,9 @@ def _fsdp_worker(rank: int, world_size: int, port: int, family: str, options: st
         gradients = _gradients(model)  # gathering the shards is a collective: every rank takes part
         if rank == 0:
             torch.save((loss.item(), len(wrapped), gradients), result_file)
+        dist.barrier()
+        del model, wrapped, loss, gradients
+        gc.collect()
     finally:
         dist.destroy_process_group()
 
@@ -89,7 +93,11 @@ def test_fsdp_sharding_with_activation_checkpointing_keeps_gradients(family, opt
 
     result_file = str(tmp_path / "rank0.pt")
     mp.start_processes(
-        _fsdp_worker, args=(2, _free_port(), family, options, result_file), nprocs=2, join=True, start_method="spawn"
+        _fsdp_worker,
+        args=(2, str(tmp_path / "store"), family, options, result_file),
+        nprocs=2,
+        join=True,
+        start_method="spawn",
     )
     loss, wrapped, got = torch.load(result_file)
     assert wrapped == reference.config.encoder_layers + reference.config.decoder_layers
