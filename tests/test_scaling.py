@@ -78,7 +78,7 @@ def _fsdp_worker(rank: int, world_size: int, store_file: str, family: str, optio
         if rank == 0:
             torch.save((loss.item(), len(wrapped), gradients), result_file)
         dist.barrier()
-        del model, wrapped, loss, gradients
+        del model, wrapped, layer, loss, gradients
         gc.collect()
     finally:
         dist.destroy_process_group()
