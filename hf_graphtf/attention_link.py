@@ -37,10 +37,9 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import nn
-from transformers.cache_utils import Cache, EncoderDecoderCache
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from .layer_blocks import add_and_norm, attentions_requested, feed_forward
+from .transformers_seam import cache_kwargs, project_qkv, sdpa_attention_forward, take_cache
 
 #: attention implementations the link supports; anything else (flash, flex, paged) would drop it
 LINK_IMPLEMENTATIONS = ("eager", "sdpa")
@@ -87,45 +86,6 @@ def check_link_implementation(attn_implementation: str | None) -> None:
             f"attention_link needs attn_implementation 'eager' or 'sdpa'; got {attn_implementation!r}. "
             "Flash and flex kernels cannot add the previous layer's scores to the current ones."
         )
-
-
-def project_qkv(
-    attn: nn.Module,
-    hidden_states: torch.Tensor,
-    key_value_states: torch.Tensor | None,
-    past_key_values: Cache | None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Queries, keys and values of a Marian/BART attention module, with its KV-cache handling.
-
-    Mirrors the projection half of the vanilla attention forward so that the link can take over
-    the score computation while cache reads and updates stay exactly as in Transformers.
-    """
-    is_cross_attention = key_value_states is not None
-    query = attn.q_proj(hidden_states).view(*hidden_states.shape[:-1], -1, attn.head_dim).transpose(1, 2)
-
-    cache, is_updated = None, False
-    if past_key_values is not None:
-        if isinstance(past_key_values, EncoderDecoderCache):
-            is_updated = past_key_values.is_updated.get(attn.layer_idx)
-            cache = (
-                past_key_values.cross_attention_cache if is_cross_attention else past_key_values.self_attention_cache
-            )
-        else:
-            cache = past_key_values
-
-    current_states = key_value_states if is_cross_attention else hidden_states
-    if is_cross_attention and cache is not None and is_updated:
-        key = cache.layers[attn.layer_idx].keys
-        value = cache.layers[attn.layer_idx].values
-    else:
-        kv_shape = (*current_states.shape[:-1], -1, attn.head_dim)
-        key = attn.k_proj(current_states).view(kv_shape).transpose(1, 2)
-        value = attn.v_proj(current_states).view(kv_shape).transpose(1, 2)
-        if cache is not None:
-            key, value = cache.update(key, value, attn.layer_idx)
-            if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
-                past_key_values.is_updated[attn.layer_idx] = True
-    return query, key, value
 
 
 def _additive_mask(attention_mask: torch.Tensor | None, module: nn.Module, scores: torch.Tensor) -> torch.Tensor | None:
@@ -210,12 +170,12 @@ class LinkedAttentionMixin:
         self,
         hidden_states: torch.Tensor,
         key_value_states: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
         attention_mask: torch.Tensor | None = None,
         prev_attn: LinkCarry = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None, LinkCarry]:
-        query, key, value = project_qkv(self, hidden_states, key_value_states, past_key_values)
+        """The KV cache comes in ``kwargs`` under either name (`take_cache`)."""
+        query, key, value = project_qkv(self, hidden_states, key_value_states, take_cache(kwargs))
         implementation = self.config._attn_implementation
         check_link_implementation(implementation)
         dropout = self.dropout if self.training else 0.0
@@ -325,15 +285,15 @@ class LinkedDecoderLayerMixin:
         cross_prev_attn=None,
         cross_prev_attn_keys=None,
         encoder_attention_mask=None,
-        past_key_values=None,
         use_cache=True,
         **kwargs,
     ):
+        cache = take_cache(kwargs)  # `cache` (Transformers >= 5.24) or `past_key_values`
         attn_output, _, self_carry = self.self_attn(
             hidden_states,
-            past_key_values=past_key_values,
             attention_mask=attention_mask,
             prev_attn=carry_from_tensors(self_prev_attn, self_prev_attn_keys),
+            **cache_kwargs(cache),
             **kwargs,
         )
         hidden_states = add_and_norm(self, hidden_states, attn_output, self.self_attn_layer_norm)
@@ -343,8 +303,8 @@ class LinkedDecoderLayerMixin:
                 hidden_states,
                 key_value_states=encoder_hidden_states,
                 attention_mask=encoder_attention_mask,
-                past_key_values=past_key_values,
                 prev_attn=cross_carry,
+                **cache_kwargs(cache),
                 **kwargs,
             )
             hidden_states = add_and_norm(self, hidden_states, attn_output, self.encoder_attn_layer_norm)

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from .graph_fusions import Fusion, get_fusion
 from .layer_blocks import add_and_norm, attentions_requested, feed_forward
+from .transformers_seam import eager_attention, sdpa_attention_forward
 
 #: attention implementations the fused group path runs on; others take the per-module path
 FUSED_IMPLEMENTATIONS = ("eager", "sdpa")
@@ -34,17 +34,6 @@ def _project(x: torch.Tensor, linears: list[nn.Linear]) -> tuple[torch.Tensor, .
     weight = torch.cat([m.weight for m in linears])
     bias = torch.cat([m.bias for m in linears])
     return torch.nn.functional.linear(x, weight, bias).split([m.out_features for m in linears], dim=-1)
-
-
-def _eager_attention(module, query, key, value, attention_mask, dropout, scaling):
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        if attention_mask.dtype == torch.bool:
-            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
-        else:
-            scores = scores + attention_mask
-    weights = nn.functional.dropout(nn.functional.softmax(scores, dim=-1), p=dropout, training=module.training)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
 def build_group_attention(attention_class: type[nn.Module], config, half_dim: bool) -> nn.Module:
@@ -148,7 +137,7 @@ class GraphEncoderLayerMixin:
                 dropout=dropout, scaling=attn.scaling, is_causal=False,
             )  # fmt: skip
         else:
-            output, _ = _eager_attention(attn, heads(queries), heads(keys), heads(values), mask, dropout, attn.scaling)
+            output, _ = eager_attention(attn, heads(queries), heads(keys), heads(values), mask, dropout, attn.scaling)
         o_high, o_inc, o_prev = output.reshape(3, batch, length, -1).unbind(0)
         out = attn.out_proj
         if self.fusion.fuse_attended is None:  # it needs the three attended groups apart

@@ -27,7 +27,6 @@ from transformers.models.bart.modeling_bart import (
     BartPreTrainedModel,
     BartScaledWordEmbedding,
 )
-from transformers.utils.output_capturing import OutputRecorder
 
 from .attention_link import LinkedAttentionMixin, LinkedDecoderLayerMixin, LinkedEncoderLayerMixin
 from .configuration import GraphBartConfig
@@ -40,6 +39,7 @@ from .modeling_common import (
     GraphSeq2SeqLMOutput,
     GraphSeq2SeqModelOutput,
 )
+from .transformers_seam import OutputRecorder
 
 
 # Copied from hf_graphtf.modeling_marian.LinkedMarianAttention with Marian->Bart
@@ -132,13 +132,13 @@ class GraphBartDecoder(GraphDecoderMixin, BartDecoder):
         self.gradient_checkpointing = False
         self.post_init()
 
-    def embed(self, input_ids, inputs_embeds, past_key_values_length: int):
+    def embed(self, input_ids, inputs_embeds, cache_length: int):
         """Token embeddings, positions after the cached ones, LayerNorm and dropout, as `BartDecoder.forward`."""
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         seq_length = inputs_embeds.shape[1]
-        position_ids = torch.arange(seq_length, device=inputs_embeds.device) + past_key_values_length
-        positions = self.embed_positions(input_ids, past_key_values_length, position_ids=position_ids)
+        position_ids = torch.arange(seq_length, device=inputs_embeds.device) + cache_length
+        positions = self.embed_positions(input_ids, cache_length, position_ids=position_ids)
         hidden_states = self.layernorm_embedding(inputs_embeds + positions.to(inputs_embeds.device))
         return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
 

@@ -15,9 +15,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
-from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
-from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
@@ -25,12 +22,22 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.modeling_utils import PreTrainedModel
-from transformers.utils import is_torchdynamo_compiling
-from transformers.utils.generic import merge_with_config_defaults
-from transformers.utils.output_capturing import capture_outputs
 
 from .attention_link import check_link_implementation
 from .configuration import validate_graph_options
+from .transformers_seam import (
+    GradientCheckpointingLayer,
+    cache_kwargs,
+    capture_outputs,
+    causal_mask,
+    create_bidirectional_mask,
+    decoder_stack_output,
+    enable_activation_checkpointing,
+    is_torchdynamo_compiling,
+    merge_with_config_defaults,
+    new_decoder_cache,
+    take_cache,
+)
 from .translation_pipeline import custom_pipelines_entry
 
 _OUTPUT_FLAGS = ("output_attentions", "output_hidden_states", "return_dict")
@@ -105,16 +112,6 @@ class GraphPreTrainedMixin:
             self.config.auto_map = auto_map_for(module, *self.remote_code_classes)
             self.config.custom_pipelines = custom_pipelines_entry()  # translation_pipeline.py travels too
         return super().save_pretrained(save_directory, *args, **kwargs)
-
-
-def enable_activation_checkpointing(model: PreTrainedModel, checkpoint_kwargs: dict[str, Any] | None = None) -> None:
-    """Transformers' activation checkpointing under the name the installed version gives it: later 5.x
-    releases renamed ``gradient_checkpointing_enable`` to ``activation_checkpointing_enable`` and keep the
-    old name as an alias that warns until v6; the earliest 5.x have only the old name."""
-    if hasattr(model, "activation_checkpointing_enable"):
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs=checkpoint_kwargs)
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpoint_kwargs)
 
 
 def _is_linked(model: nn.Module) -> bool:
@@ -221,32 +218,24 @@ class GraphDecoderMixin:
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.LongTensor | None = None,
-        past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         **kwargs: Any,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """As the vanilla decoder stack's forward; the KV cache comes as ``cache`` (Transformers >= 5.24)
+        or ``past_key_values`` (earlier releases), either name on any release (`take_cache`)."""
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of decoder_input_ids or decoder_inputs_embeds")
         check_link_implementation(self.config._attn_implementation)  # as in the encoder: before any mask
-        if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        cache = take_cache(kwargs)
+        if use_cache and cache is None:
+            cache = new_decoder_cache(self.config)
+        past_length = cache.get_seq_length() if cache is not None else 0
         hidden_states, inputs_embeds = self.embed(input_ids, inputs_embeds, past_length)
         batch_size, seq_length = inputs_embeds.shape[:2]
         if attention_mask is None and not is_torchdynamo_compiling():
             attention_mask = torch.ones(batch_size, past_length + seq_length, device=inputs_embeds.device)
-        self_attn_cache = (
-            past_key_values.self_attention_cache
-            if isinstance(past_key_values, EncoderDecoderCache)
-            else past_key_values
-        )
-        causal_mask = create_causal_mask(
-            config=self.config,
-            inputs_embeds=inputs_embeds,
-            attention_mask=attention_mask,
-            past_key_values=self_attn_cache,
-        )
+        causal = causal_mask(self.config, inputs_embeds, attention_mask, cache)
         encoder_attention_mask = create_bidirectional_mask(
             config=self.config,
             inputs_embeds=inputs_embeds,
@@ -261,17 +250,15 @@ class GraphDecoderMixin:
                 continue
             hidden_states, *prev_attn = layer(
                 hidden_states,
-                causal_mask,
+                causal,
                 encoder_hidden_states,
                 *prev_attn,
                 encoder_attention_mask=encoder_attention_mask,
-                past_key_values=past_key_values,
                 use_cache=use_cache,
+                **cache_kwargs(cache),  # by the name under which a checkpointing wrapper drops it
                 **kwargs,
             )
-        return BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=hidden_states, past_key_values=past_key_values
-        )
+        return decoder_stack_output(hidden_states, cache)
 
 
 class GraphGatesOutputMixin:

@@ -23,7 +23,6 @@ from transformers.models.marian.modeling_marian import (
     MarianPreTrainedModel,
     MarianSinusoidalPositionalEmbedding,
 )
-from transformers.utils.output_capturing import OutputRecorder
 
 from .attention_link import LinkedAttentionMixin, LinkedDecoderLayerMixin, LinkedEncoderLayerMixin
 from .configuration import GraphMarianConfig
@@ -36,6 +35,7 @@ from .modeling_common import (
     GraphSeq2SeqLMOutput,
     GraphSeq2SeqModelOutput,
 )
+from .transformers_seam import OutputRecorder
 
 
 class LinkedMarianAttention(LinkedAttentionMixin, MarianAttention):
@@ -120,14 +120,14 @@ class GraphMarianDecoder(GraphDecoderMixin, MarianDecoder):
         self.gradient_checkpointing = False
         self.post_init()
 
-    def embed(self, input_ids, inputs_embeds, past_key_values_length: int):
+    def embed(self, input_ids, inputs_embeds, cache_length: int):
         """Scaled token embeddings, positions after the cached ones and dropout, as `MarianDecoder.forward`."""
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         inputs_embeds = inputs_embeds * self.embed_scale
         batch_size, seq_length = inputs_embeds.shape[:-1]
-        position_ids = torch.arange(seq_length, device=inputs_embeds.device) + past_key_values_length
-        positions = self.embed_positions((batch_size, seq_length), past_key_values_length, position_ids=position_ids)
+        position_ids = torch.arange(seq_length, device=inputs_embeds.device) + cache_length
+        positions = self.embed_positions((batch_size, seq_length), cache_length, position_ids=position_ids)
         hidden_states = inputs_embeds + positions
         return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
 

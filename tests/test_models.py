@@ -247,15 +247,15 @@ def test_link_refuses_kernels_that_would_drop_it(family):
 
 
 def test_link_refuses_kernel_switched_after_loading(family, monkeypatch):
-    from hf_graphtf import modeling_common
+    from hf_graphtf import modeling_common, transformers_seam
 
     model = tiny_model(family, OPTION_MATRIX["al-both"], dtype=torch.float32)
     model.config._attn_implementation = "flex_attention"
     with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
         _forward(model)
     # each linked stack refuses it before building masks for it (flex masks take seconds to build)
-    for mask in ("create_bidirectional_mask", "create_causal_mask"):
-        monkeypatch.setattr(modeling_common, mask, lambda **_: pytest.fail("mask built before the check"))
+    for module, mask in ((modeling_common, "create_bidirectional_mask"), (transformers_seam, "create_causal_mask")):
+        monkeypatch.setattr(module, mask, lambda **_: pytest.fail("mask built before the check"))
     input_ids, _ = source_batch()
     with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
         model.model.encoder(input_ids=input_ids)

@@ -23,7 +23,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from hf_graphtf import GraphBartForConditionalGeneration, GraphMarianMTModel
-from hf_graphtf.modeling_common import enable_activation_checkpointing
+from hf_graphtf.transformers_seam import enable_activation_checkpointing
 
 options_params = pytest.mark.parametrize("options", list(OPTION_MATRIX), ids=list(OPTION_MATRIX))
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from model_matrix import EOS, OPTION_MATRIX, PAD, VOCAB, tiny_model
 
-from hf_graphtf.modeling_common import enable_activation_checkpointing
+from hf_graphtf.transformers_seam import enable_activation_checkpointing
 
 TRAIN_MATRIX = ["vanilla", "al-both", "al-both-cum", "graph-sum", "graph-self_gate", "graph-half-shared-self_gate"]
 

@@ -1,0 +1,199 @@
+"""The seam to Transformers' internals: every name and behaviour of Transformers that the models rely on
+beyond its public API, in one place, each with the Transformers code it follows and since which release.
+
+The model modules import these pieces from here and nowhere else, so a new Transformers release that
+renames or moves an internal is met here once (and `hf-graphtf check`, the compatibility legs of CI and
+the import warning below say when it was not). Tested from `LOWEST_TESTED` to `NEWEST_TESTED`.
+
+This module travels with saved checkpoints (``trust_remote_code``): it imports only torch and Transformers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import Any
+
+import torch
+import transformers
+from packaging import version
+from torch import nn
+
+# Followed since 5.2 (absent in 5.0/5.1): the output-capturing decorators the vanilla stacks use.
+# Followed since 5.2: `merge_with_config_defaults` (use_cache/return_dict defaults from the config).
+# Followed since 5.0: the mask builders and the fused SDPA call of the attention interface.
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions
+from transformers.utils import is_torchdynamo_compiling
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+#: The releases the package is tested on (CI's lowest and newest legs; pyproject's lower bound).
+LOWEST_TESTED = {"transformers": "5.17.0", "torch": "2.13.0"}
+NEWEST_TESTED = {"transformers": "5.24.0", "torch": "2.13.0"}
+
+#: The keyword under which Transformers hands the KV cache to decoder stacks, layers, attention modules,
+#: mask builders and outputs. Follows `MarianDecoder.forward` / `create_causal_mask`: ``cache`` since
+#: 5.24.0 (where ``past_key_values`` still works through `deprecate_kwarg` and warns), before that
+#: ``past_key_values``. Read from the installed mask builder's signature, not from a version number.
+CACHE_KWARG = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
+_CACHE_NAMES = ("cache", "past_key_values")
+
+
+def take_cache(kwargs: dict[str, Any]) -> Cache | None:
+    """Remove the KV cache from ``kwargs`` under either name and return it (None if absent).
+
+    Both names work on every release, as Transformers' own deprecation lets them; both at once is an
+    error there and here."""
+    given = [name for name in _CACHE_NAMES if kwargs.get(name) is not None]
+    if len(given) > 1:
+        raise ValueError("pass the KV cache as `cache` or as `past_key_values`, not both")
+    found = [kwargs.pop(name, None) for name in _CACHE_NAMES]
+    return next((cache for cache in found if cache is not None), None)
+
+
+def cache_kwargs(cache: Cache | None) -> dict[str, Cache | None]:
+    """The cache as the keyword argument the installed release's layers and checkpointing wrapper read:
+    `GradientCheckpointingLayer.__call__` drops the cache by this name when it recomputes a layer."""
+    return {CACHE_KWARG: cache}
+
+
+def new_decoder_cache(config) -> EncoderDecoderCache:
+    """The cache a vanilla decoder stack starts when ``use_cache`` and none is given
+    (follows `MarianDecoder.forward`, 5.0-5.24)."""
+    return EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
+
+
+def self_attention_cache(cache: Cache | None) -> Cache | None:
+    """The self-attention half of an encoder-decoder cache (follows `MarianDecoder.forward`, 5.0-5.24)."""
+    return cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
+
+
+def causal_mask(config, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None, cache: Cache | None):
+    """`create_causal_mask` with the cache under the installed release's keyword."""
+    return create_causal_mask(
+        config=config,
+        inputs_embeds=inputs_embeds,
+        attention_mask=attention_mask,
+        **cache_kwargs(self_attention_cache(cache)),
+    )
+
+
+def decoder_stack_output(hidden_states: torch.Tensor, cache: Cache | None) -> BaseModelOutputWithPastAndCrossAttentions:
+    """A decoder stack's output with the cache in the field the installed release names (``cache`` since
+    5.24.0; the old field name still reads there, with a deprecation message)."""
+    return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, **cache_kwargs(cache))
+
+
+def project_qkv(
+    attn: nn.Module,
+    hidden_states: torch.Tensor,
+    key_value_states: torch.Tensor | None,
+    cache: Cache | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Queries, keys and values of a Marian/BART attention module, with its KV-cache reads and updates.
+
+    Follows the projection half of `MarianAttention.forward` / `BartAttention.forward` (5.0-5.24): the
+    cross-attention keys are computed once and then read from the cache (``is_updated``), the
+    self-attention keys are appended to it. The link takes over the score computation after this.
+    """
+    is_cross_attention = key_value_states is not None
+    query = attn.q_proj(hidden_states).view(*hidden_states.shape[:-1], -1, attn.head_dim).transpose(1, 2)
+
+    layer_cache, is_updated = None, False
+    if cache is not None:
+        if isinstance(cache, EncoderDecoderCache):
+            is_updated = cache.is_updated.get(attn.layer_idx)
+            layer_cache = cache.cross_attention_cache if is_cross_attention else cache.self_attention_cache
+        else:
+            layer_cache = cache
+
+    current_states = key_value_states if is_cross_attention else hidden_states
+    if is_cross_attention and layer_cache is not None and is_updated:
+        key = layer_cache.layers[attn.layer_idx].keys
+        value = layer_cache.layers[attn.layer_idx].values
+    else:
+        kv_shape = (*current_states.shape[:-1], -1, attn.head_dim)
+        key = attn.k_proj(current_states).view(kv_shape).transpose(1, 2)
+        value = attn.v_proj(current_states).view(kv_shape).transpose(1, 2)
+        if layer_cache is not None:
+            key, value = layer_cache.update(key, value, attn.layer_idx)
+            if is_cross_attention and isinstance(cache, EncoderDecoderCache):
+                cache.is_updated[attn.layer_idx] = True
+    return query, key, value
+
+
+def eager_attention(module: nn.Module, query, key, value, attention_mask, dropout: float, scaling: float):
+    """Scores, mask, softmax, dropout and the weighted sum, as Transformers' ``eager_attention_forward`` of
+    the Marian/BART modules (5.0-5.24), taking boolean masks as well as additive ones."""
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores + attention_mask
+    weights = nn.functional.dropout(nn.functional.softmax(scores, dim=-1), p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def enable_activation_checkpointing(model: nn.Module, checkpoint_kwargs: dict[str, Any] | None = None) -> None:
+    """Transformers' activation checkpointing under the name the installed release gives it: later 5.x
+    releases renamed ``gradient_checkpointing_enable`` to ``activation_checkpointing_enable`` and keep the
+    old name as an alias that warns until v6; earlier ones have only the old name."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=checkpoint_kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpoint_kwargs)
+
+
+def untested_releases() -> list[str]:
+    """The installed releases newer than the newest tested one, as ``name X (newest tested Y)``."""
+    installed = {"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0]}
+    return [
+        f"{name} {installed[name]} (tested {LOWEST_TESTED[name]} to {newest})"
+        for name, newest in NEWEST_TESTED.items()
+        if version.parse(installed[name]).release > version.parse(newest).release
+    ]
+
+
+def warn_if_untested() -> None:
+    """One warning, at import, when an installed release is newer than the newest tested one: the models
+    reach into Transformers' internals, so such a release may change what they compute. `hf-graphtf
+    check` tells in under a minute whether it does."""
+    newer = untested_releases()
+    if newer:
+        warnings.warn(
+            f"hf_graphtf is tested up to transformers {NEWEST_TESTED['transformers']} and torch "
+            f"{NEWEST_TESTED['torch']}; installed: {', '.join(newer)}. Run `hf-graphtf check` to verify "
+            "the models on this install.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+__all__ = [
+    "CACHE_KWARG",
+    "Cache",
+    "GradientCheckpointingLayer",
+    "LOWEST_TESTED",
+    "NEWEST_TESTED",
+    "OutputRecorder",
+    "cache_kwargs",
+    "capture_outputs",
+    "causal_mask",
+    "create_bidirectional_mask",
+    "decoder_stack_output",
+    "eager_attention",
+    "enable_activation_checkpointing",
+    "is_torchdynamo_compiling",
+    "merge_with_config_defaults",
+    "new_decoder_cache",
+    "project_qkv",
+    "sdpa_attention_forward",
+    "take_cache",
+    "untested_releases",
+    "warn_if_untested",
+]
