@@ -12,9 +12,12 @@ from .configuration import GraphBartConfig, GraphMarianConfig
 from .families import FAMILIES
 from .modeling_bart import GraphBartForConditionalGeneration, GraphBartModel
 from .modeling_marian import GraphMarianModel, GraphMarianMTModel
+from .transformers_seam import warn_if_untested
 from .translation_pipeline import TranslationPipeline
 
 __version__ = "0.1.0"
+
+warn_if_untested()  # once, at import: a newer Transformers or torch than the tested ones
 
 for _family in FAMILIES.values():
     AutoConfig.register(_family.model_type, _family.config_class, exist_ok=True)

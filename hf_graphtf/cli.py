@@ -292,7 +292,30 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--out", required=True, help="folder for gates.json/png and entropy.json/png")
     analyze.add_argument("--name", help="model name in the figures (default: the folder's name)")
     analyze.set_defaults(func=cmd_analyze)
+
+    check = commands.add_parser(
+        "check", help="self-test on this install and device: vanilla equivalence, SPEC, cache, save/load (< 1 min)"
+    )
+    check.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available, else cpu)")
+    check.add_argument("--dtype", choices=["float32", "bfloat16", "float64"], default="float32")
+    check.add_argument("--families", nargs="+", help="only these model families")
+    check.add_argument("--options", nargs="+", help="only these option sets of the test matrix")
+    check.set_defaults(func=cmd_check)
     return parser
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run the self-check; exit 1 if any check failed."""
+    import torch
+
+    from .self_check import run_checks
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        passed = run_checks(device=device, dtype=args.dtype, families=args.families, options=args.options)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    return 0 if passed else 1
 
 
 def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformers import PretrainedConfig, PreTrainedModel
+from transformers import BartForConditionalGeneration, MarianMTModel, PretrainedConfig, PreTrainedModel
 
 from .configuration import GraphBartConfig, GraphMarianConfig
 from .modeling_bart import GraphBartForConditionalGeneration, GraphBartModel
@@ -19,12 +19,14 @@ from .modeling_marian import GraphMarianModel, GraphMarianMTModel
 
 @dataclass(frozen=True)
 class ModelFamily:
-    """One encoder-decoder family: its classes here and the vanilla model type it extends."""
+    """One encoder-decoder family: its classes here and the vanilla classes it extends."""
 
     name: str
     config_class: type[PretrainedConfig]
     base_model_class: type[PreTrainedModel]
     seq2seq_class: type[PreTrainedModel]
+    #: the Transformers class that the options-off model equals, weight for weight and logit for logit
+    vanilla_seq2seq_class: type[PreTrainedModel]
 
     @property
     def model_type(self) -> str:
@@ -38,8 +40,10 @@ class ModelFamily:
 FAMILIES: dict[str, ModelFamily] = {
     family.name: family
     for family in (
-        ModelFamily("marian", GraphMarianConfig, GraphMarianModel, GraphMarianMTModel),
-        ModelFamily("bart", GraphBartConfig, GraphBartModel, GraphBartForConditionalGeneration),
+        ModelFamily("marian", GraphMarianConfig, GraphMarianModel, GraphMarianMTModel, MarianMTModel),
+        ModelFamily(
+            "bart", GraphBartConfig, GraphBartModel, GraphBartForConditionalGeneration, BartForConditionalGeneration
+        ),
     )
 }
 

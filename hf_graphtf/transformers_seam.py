@@ -149,6 +149,18 @@ def enable_activation_checkpointing(model: nn.Module, checkpoint_kwargs: dict[st
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpoint_kwargs)
 
 
+def pipeline_generate_kwargs(pipeline, generate_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The `generate()` kwargs of one pipeline call: the call's, over those given at init, with the
+    pipeline's default generation config under them. Follows `Pipeline._prepare_generate_kwargs` (since
+    5.20); before it, the pipeline's prepared ``generation_config`` went in unless the call passed one
+    (`TextGenerationPipeline._forward`, 5.17-5.19)."""
+    if hasattr(pipeline, "_prepare_generate_kwargs"):
+        return pipeline._prepare_generate_kwargs(generate_kwargs)
+    if "generation_config" in generate_kwargs:
+        return dict(generate_kwargs)
+    return {**generate_kwargs, "generation_config": pipeline.generation_config}
+
+
 def untested_releases() -> list[str]:
     """The installed releases newer than the newest tested one, as ``name X (newest tested Y)``."""
     installed = {"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0]}
@@ -191,6 +203,7 @@ __all__ = [
     "is_torchdynamo_compiling",
     "merge_with_config_defaults",
     "new_decoder_cache",
+    "pipeline_generate_kwargs",
     "project_qkv",
     "sdpa_attention_forward",
     "take_cache",

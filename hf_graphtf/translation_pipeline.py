@@ -8,7 +8,7 @@ ways, neither of which changes what ``pipeline()`` does for other models:
   ``custom_pipelines`` entry in its config, so ``pipeline("translation", model=folder_or_hub_id,
   trust_remote_code=True)`` loads it as remote code.
 
-This module travels with saved checkpoints: it imports only Transformers.
+This module travels with saved checkpoints: it imports only Transformers (through the seam).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from transformers import GenerationConfig, Pipeline
+
+from .transformers_seam import pipeline_generate_kwargs
 
 #: the task name a checkpoint's ``custom_pipelines`` entry declares
 TASK = "translation"
@@ -45,7 +47,7 @@ class TranslationPipeline(Pipeline):
         return self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
 
     def _forward(self, model_inputs: dict[str, Any], generate_kwargs: dict[str, Any]) -> dict[str, Any]:
-        generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
+        generate_kwargs = pipeline_generate_kwargs(self, generate_kwargs)
         return {"output_ids": self.model.generate(**model_inputs, **generate_kwargs)}
 
     def postprocess(self, model_outputs: dict[str, Any]) -> list[dict[str, str]]:

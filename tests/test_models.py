@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import spec_reference as ref
 import torch
 from model_matrix import (
     EOS,
@@ -16,9 +15,11 @@ from model_matrix import (
     tiny_config,
     tiny_model,
 )
-from transformers import BartForConditionalGeneration, MarianMTModel
 
-VANILLA_CLASSES = {"marian": MarianMTModel, "bart": BartForConditionalGeneration}
+from hf_graphtf.families import FAMILIES as MODEL_FAMILIES
+from hf_graphtf.self_check import reference as ref
+
+VANILLA_CLASSES = {name: family.vanilla_seq2seq_class for name, family in MODEL_FAMILIES.items()}
 options_params = pytest.mark.parametrize("options", list(OPTION_MATRIX), ids=list(OPTION_MATRIX))
 # eager; sdpa with the link kernel chosen per device (the score sum on CPU); sdpa with the head-dim concat
 kernels_params = pytest.mark.parametrize(

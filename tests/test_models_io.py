@@ -128,10 +128,11 @@ _REMOTE_PIPELINE = BLOCK_PACKAGE + textwrap.dedent(
 _PIPELINE_TABLES = textwrap.dedent(
     """
     import json, sys
-    from transformers.pipelines import PIPELINE_REGISTRY, REMOVED_TASKS
+    from transformers import pipelines
 
-    def tables():
-        return {"removed": sorted(REMOVED_TASKS), "supported": sorted(PIPELINE_REGISTRY.get_supported_tasks())}
+    def tables():  # REMOVED_TASKS: since Transformers 5.2x
+        removed = sorted(getattr(pipelines, "REMOVED_TASKS", ()))
+        return {"removed": removed, "supported": sorted(pipelines.PIPELINE_REGISTRY.get_supported_tasks())}
 
     before = tables()
     import hf_graphtf  # noqa: F401

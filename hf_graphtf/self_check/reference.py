@@ -1,4 +1,4 @@
-"""A plain re-computation of SPEC.md's formulas from a model's own weights.
+"""A plain re-computation of SPEC.md's formulas from a model's own weights (the tests and `hf-graphtf check` use it).
 
 Deliberately naive: explicit per-layer loops, explicit masks, every projection done with
 `F.linear` on the stored weights. Nothing here calls the package's attention, link or graph code,

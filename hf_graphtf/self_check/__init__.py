@@ -1,0 +1,261 @@
+"""`hf-graphtf check`: the model battery's core checks, run on the user's own install and device.
+
+The models follow Transformers' internals (`hf_graphtf.transformers_seam`), so a Transformers or torch
+release the package was not tested with can change what they compute without an error. This runs, for
+each family and each option set of the test matrix, on tiny random models:
+
+* **vanilla**: with every option off the model computes exactly what the vanilla Transformers class
+  computes with the same weights (once per family);
+* **spec**: the outputs equal a plain re-computation of SPEC.md's formulas (`reference`), done in
+  float64 on the same weights, to the tolerance of the dtype checked;
+* **cached**: generation with the KV cache agrees with generation without it, greedy and beam search;
+* **save/load**: a saved model reloads through the Auto classes and gives the same outputs.
+
+One line per check, the versions first; `run_checks` returns whether all passed.
+"""
+
+from __future__ import annotations
+
+import copy
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TextIO
+
+import torch
+
+from . import reference
+from .matrix import FAMILIES, OPTION_MATRIX, source_batch, target_batch, tiny_model
+from .tolerance import tolerance
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+_MAX_NEW_TOKENS = 8
+
+
+class CheckFailed(AssertionError):
+    """A check found the model computing something else than it should."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One family and option set on one device and dtype."""
+
+    family: str
+    options: str
+    device: str
+    dtype: torch.dtype
+
+    def model(self, **overrides) -> torch.nn.Module:
+        return tiny_model(
+            self.family, OPTION_MATRIX[self.options], device=self.device, dtype=self.dtype,
+            attn_implementation="sdpa", **overrides,
+        )  # fmt: skip
+
+
+def _logits(model, device) -> torch.Tensor:
+    input_ids, attention_mask = source_batch(device)
+    with torch.no_grad():
+        return model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=target_batch(device)).logits
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what: str) -> str:
+    try:
+        torch.testing.assert_close(got.to(torch.float64), want.to(torch.float64), **tolerance(dtype))
+    except AssertionError as error:
+        raise CheckFailed(f"{what}: {str(error).splitlines()[0]}") from None
+    return f"max |diff| {(got.to(torch.float64) - want.to(torch.float64)).abs().max().item():.1e}"
+
+
+def check_vanilla(case: Case) -> str:
+    """Options off: the same logits and the same beam search as the vanilla class with the same weights."""
+    graph = case.model()
+    vanilla_class = _vanilla_class(case.family)
+    vanilla = vanilla_class(graph.config).to(case.device, case.dtype).eval()
+    vanilla.load_state_dict(graph.state_dict())
+    if not torch.equal(_logits(graph, case.device), _logits(vanilla, case.device)):
+        raise CheckFailed(f"logits differ from {vanilla_class.__name__}'s with the same weights")
+    input_ids, attention_mask = source_batch(case.device)
+    gen = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=_MAX_NEW_TOKENS, num_beams=3)
+    if not torch.equal(graph.generate(**gen), vanilla.generate(**gen)):
+        raise CheckFailed(f"beam search differs from {vanilla_class.__name__}'s")
+    return f"identical to {vanilla_class.__name__}"
+
+
+def check_spec(case: Case) -> str:
+    """Encoder states, logits and graph gates against SPEC.md's formulas, re-computed in float64."""
+    model = case.model()
+    exact = copy.deepcopy(model).to(torch.float64)
+    input_ids, attention_mask = source_batch(case.device)
+    decoder_input_ids = target_batch(case.device)
+    with torch.no_grad():
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            output_graph_gates=True,
+        )
+        x, y = reference.embeddings(exact, input_ids, decoder_input_ids)
+        encoder_out, _, gates = reference.encoder(exact, x, attention_mask)
+        logits, _, _ = reference.decoder_logits(exact, y, encoder_out, attention_mask)
+    keep = attention_mask.bool()
+    _close(out.encoder_last_hidden_state[keep], encoder_out[keep], case.dtype, "encoder states")
+    expected_gates = [gate for gate in gates if gate is not None]
+    if len(out.encoder_graph_gates) != len(expected_gates):
+        raise CheckFailed(f"{len(out.encoder_graph_gates)} graph gates, SPEC gives {len(expected_gates)}")
+    for got, want in zip(out.encoder_graph_gates, expected_gates):
+        _close(got[keep], want[keep], case.dtype, "graph gates")
+    return _close(out.logits, logits, case.dtype, "logits")
+
+
+def _sequence_log_likelihood(model, input_ids, attention_mask, sequences) -> torch.Tensor:
+    """Sum of the log-probabilities of ``sequences`` (after the start token), from one uncached forward."""
+    with torch.no_grad():
+        logits = model(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=sequences[:, :-1], use_cache=False
+        ).logits
+    log_probs = torch.log_softmax(logits.to(torch.float64), dim=-1)
+    return log_probs.gather(-1, sequences[:, 1:, None]).squeeze(-1).sum(-1)
+
+
+def check_cached(case: Case, num_beams: int) -> str:
+    """Generation with the KV cache against generation without it.
+
+    In float32/float64 the sequences must be equal. In bfloat16 two decodes may part at a near-tie that
+    rounding decides; they agree there when the sequences are equal or score the same under one uncached
+    forward, to bfloat16's tolerance. With greedy search the cached step scores must also equal the
+    logits of one uncached forward over the generated sequence, in every dtype."""
+    model = case.model()
+    input_ids, attention_mask = source_batch(case.device)
+    gen = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=_MAX_NEW_TOKENS, num_beams=num_beams)
+    cached = model.generate(**gen, use_cache=True, return_dict_in_generate=True, output_logits=True)
+    uncached = model.generate(**gen, use_cache=False)
+    if cached.sequences.shape[1] <= 3:
+        raise CheckFailed("generation stopped too early to compare")
+    detail = "same sequences"
+    if not torch.equal(cached.sequences, uncached):
+        if case.dtype != torch.bfloat16 or cached.sequences.shape != uncached.shape:
+            raise CheckFailed(f"cached {cached.sequences.tolist()} != uncached {uncached.tolist()}")
+        scores = [_sequence_log_likelihood(model, input_ids, attention_mask, s) for s in (cached.sequences, uncached)]
+        _close(scores[0], scores[1], case.dtype, "cached and uncached sequences differ and score differently")
+        detail = "sequences part at a bfloat16 near-tie of equal score"
+    if num_beams == 1:
+        step_logits = torch.stack(cached.logits, dim=1)
+        with torch.no_grad():
+            full = model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                decoder_input_ids=cached.sequences[:, :-1],
+                use_cache=False,
+            ).logits
+        # generate() hands its step logits on in float32 whatever the model's dtype
+        precision = torch.float32 if case.dtype == torch.float64 else case.dtype
+        detail += ", step logits " + _close(step_logits, full, precision, "cached step logits vs uncached logits")
+    return detail
+
+
+def check_save_load(case: Case) -> str:
+    """`save_pretrained`, then `AutoModelForSeq2SeqLM.from_pretrained`: same class, same logits."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    model = case.model()
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        loaded = AutoModelForSeq2SeqLM.from_pretrained(folder, dtype=case.dtype).to(case.device).eval()
+    if type(loaded) is not type(model):
+        raise CheckFailed(f"reloaded as {type(loaded).__name__}, saved as {type(model).__name__}")
+    return _close(_logits(loaded, case.device), _logits(model, case.device), case.dtype, "reloaded logits")
+
+
+def _vanilla_class(family: str):
+    from ..families import FAMILIES as MODEL_FAMILIES
+
+    return MODEL_FAMILIES[family].vanilla_seq2seq_class
+
+
+def versions() -> dict[str, str]:
+    """The versions a check ran with, as it prints them."""
+    import transformers
+
+    from .. import __version__
+
+    return {
+        "hf_graphtf": __version__,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def device_description(device: str) -> str:
+    if device.startswith("cuda"):
+        return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def checks_for(case: Case) -> list[tuple[str, Callable[[], str]]]:
+    """The named checks of one case: vanilla equivalence for the options-off model, the rest for all."""
+    checks: list[tuple[str, Callable[[], str]]] = []
+    if not OPTION_MATRIX[case.options]:
+        checks.append(("vanilla equivalence", lambda: check_vanilla(case)))
+    checks += [
+        ("SPEC re-computation", lambda: check_spec(case)),
+        ("cached == uncached, greedy", lambda: check_cached(case, num_beams=1)),
+        ("cached == uncached, beam 3", lambda: check_cached(case, num_beams=3)),
+        ("save/load round trip", lambda: check_save_load(case)),
+    ]
+    return checks
+
+
+def run_checks(
+    device: str = "cpu",
+    dtype: str = "float32",
+    families: Iterable[str] | None = None,
+    options: Iterable[str] | None = None,
+    out: TextIO = sys.stdout,
+) -> bool:
+    """Run every check for the chosen families and option sets; print one line each; True if all pass."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}; got {dtype!r}")
+    families = list(families or FAMILIES)
+    options = list(options or OPTION_MATRIX)
+    for name, known in (("family", FAMILIES), ("option set", OPTION_MATRIX)):
+        unknown = [value for value in (families if name == "family" else options) if value not in known]
+        if unknown:
+            raise ValueError(f"unknown {name} {', '.join(unknown)}; known: {', '.join(known)}")
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()  # the save/load checks' shard and weight bars
+    threads = torch.get_num_threads()
+    if not device.startswith("cuda"):
+        torch.set_num_threads(1)  # tiny models: a second thread only adds synchronisation (3x slower here)
+    try:
+        return _run(device, dtype, families, options, out)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(device: str, dtype: str, families: list[str], options: list[str], out: TextIO) -> bool:
+    print(" ".join(f"{name} {value}" for name, value in versions().items()), file=out)
+    print(f"device {device_description(device)}, dtype {dtype}", file=out, flush=True)
+    started, failures, total = time.perf_counter(), 0, 0
+    for family in families:
+        for option_set in options:
+            case = Case(family, option_set, device, DTYPES[dtype])
+            for check_name, check in checks_for(case):
+                total += 1
+                try:
+                    result, detail = "PASS", check()
+                except Exception as error:  # any error is a failed check, reported and counted
+                    result, detail = "FAIL", f"{type(error).__name__}: {error}"
+                    failures += 1
+                print(f"{result}  {family:<7} {option_set:<28} {check_name:<27} {detail}", file=out, flush=True)
+    seconds = time.perf_counter() - started
+    verdict = "all passed" if not failures else f"{failures} FAILED"
+    print(f"{total} checks, {verdict}, in {seconds:.1f} s", file=out, flush=True)
+    return failures == 0
+
+
+__all__ = ["DTYPES", "CheckFailed", "checks_for", "run_checks", "versions"]
