@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import UserError, report_user_error
-from .inference import DTYPES, load_model, translate_texts
+from .inference import DTYPES, LongInputWarning, load_model, translate_texts
 
 DEFAULT_CORPUS_DIR = "data/bible-es-en"
 DEFAULT_BUCKETS = (10, 20, 30, 40, 50)
@@ -50,17 +51,26 @@ def _open_output(path: str) -> TextIO:
 
 
 def _translate_with(args: argparse.Namespace, texts: Sequence[str]) -> list[str]:
-    """Translate with the model and generation options of a subcommand's arguments."""
+    """Translate with the model and generation options of a subcommand's arguments; lines translated in
+    pieces (longer than the model reads) are named on standard error in one line."""
     tokenizer, model = _load(args)
-    return translate_texts(
-        tokenizer,
-        model,
-        texts,
-        batch_size=args.batch_size,
-        num_beams=args.beam_size,
-        max_new_tokens=args.max_new_tokens,
-        progress=not args.quiet and sys.stderr.isatty(),
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LongInputWarning)
+        translations = translate_texts(
+            tokenizer,
+            model,
+            texts,
+            batch_size=args.batch_size,
+            num_beams=args.beam_size,
+            max_new_tokens=args.max_new_tokens,
+            progress=not args.quiet and sys.stderr.isatty(),
+        )
+    for warning in caught:
+        if issubclass(warning.category, LongInputWarning):
+            print(f"warning: {warning.message}", file=sys.stderr, flush=True)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return translations
 
 
 # --------------------------------------------------------------------------- subcommands

@@ -6,8 +6,10 @@ that a sentence is batched, decoded and scored the same way wherever it is trans
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,6 +19,72 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+#: where a sentence ends: after ., !, ?, ;, the ellipsis or CJK full stops, before white space
+_SENTENCE_END = re.compile(r"(?<=[.!?;\u2026\u3002\uff01\uff1f])\s+")
+
+
+class LongInputWarning(UserWarning):
+    """Some lines were longer than the model reads and were translated in pieces (nothing was dropped).
+
+    ``lines`` holds their 1-based numbers; ``mid_sentence`` those of them where a single sentence was
+    itself too long and had to be cut between words (its pieces are translated without each other's
+    context)."""
+
+    def __init__(self, message: str, lines: list[int], mid_sentence: list[int]):
+        super().__init__(message)
+        self.lines = lines
+        self.mid_sentence = mid_sentence
+
+
+def _pack(units: list[str], fits: Callable[[str], bool]) -> list[str]:
+    """Consecutive ``units`` joined by spaces into as few pieces as fit."""
+    pieces: list[str] = []
+    for unit in units:
+        if pieces and fits(f"{pieces[-1]} {unit}"):
+            pieces[-1] = f"{pieces[-1]} {unit}"
+        else:
+            pieces.append(unit)
+    return pieces
+
+
+def _split_words(sentence: str, fits: Callable[[str], bool]) -> list[str]:
+    """A sentence too long for the model, cut between words (a word too long alone, between characters)."""
+    units: list[str] = []
+    for word in sentence.split():
+        while not fits(word) and len(word) > 1:
+            cut = len(word) // 2
+            while cut > 1 and not fits(word[:cut]):
+                cut //= 2
+            units.append(word[:cut])
+            word = word[cut:]
+        units.append(word)
+    return _pack(units, fits)
+
+
+def split_to_fit(text: str, fits: Callable[[str], bool]) -> tuple[list[str], bool]:
+    """``text`` as pieces that each ``fits`` the model: whole sentences packed together where possible; a
+    sentence too long alone is cut between words. Returns the pieces and whether a sentence was cut."""
+    if fits(text):
+        return [text], False
+    units, cut = [], False
+    for sentence in _SENTENCE_END.split(text.strip()):
+        if fits(sentence):
+            units.append(sentence)
+        else:
+            units.extend(_split_words(sentence, fits))
+            cut = True
+    return _pack(units, fits), cut
+
+
+def source_token_limit(tokenizer: Any, model: Any) -> int:
+    """The most source tokens (special ones included) the model reads: its position table's size, or the
+    tokenizer's own limit where that is smaller."""
+    limit = int(model.config.max_position_embeddings)
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tokenizer_limit, int) and 0 < tokenizer_limit < limit:
+        limit = tokenizer_limit
+    return limit
 
 
 def load_model(
@@ -55,7 +123,68 @@ def translate_texts(
     max_new_tokens: int | None = None,
     progress: bool = True,
 ) -> list[str]:
-    """Translate ``texts`` in batches; blank lines stay blank. Unset options use the model's generation config."""
+    """Translate ``texts`` in batches; blank lines stay blank. Unset options use the model's generation config.
+
+    Nothing is truncated: a line longer than the model reads (`source_token_limit`) is translated in pieces,
+    split at sentence boundaries (between words only where one sentence is too long alone), and the
+    pieces' translations are joined with a space. Such lines are reported in one `LongInputWarning`
+    naming them, which the CLI prints."""
+    limit = source_token_limit(tokenizer, model)
+
+    def fits(text: str) -> bool:
+        return len(tokenizer(text)["input_ids"]) <= limit
+
+    pieces: list[str] = []
+    owners: list[int] = []  # the line each piece belongs to
+    split_lines, cut_lines = [], []
+    for index, text in enumerate(texts):
+        if not text.strip():
+            continue
+        parts, cut = split_to_fit(text, fits)
+        if len(parts) > 1:
+            split_lines.append(index + 1)
+            if cut:
+                cut_lines.append(index + 1)
+        pieces += parts
+        owners += [index] * len(parts)
+    translated = _translate_pieces(
+        tokenizer, model, pieces, batch_size, num_beams, max_new_tokens, progress, limit=limit
+    )
+    outputs = [""] * len(texts)
+    for index, translation in zip(owners, translated):
+        outputs[index] = f"{outputs[index]} {translation}" if outputs[index] else translation
+    if split_lines:
+        message = _long_lines_message(split_lines, cut_lines, limit)
+        warnings.warn(LongInputWarning(message, split_lines, cut_lines), stacklevel=2)
+    return outputs
+
+
+def _long_lines_message(split_lines: list[int], cut_lines: list[int], limit: int) -> str:
+    def numbers(lines: list[int]) -> str:
+        shown = ", ".join(str(n) for n in lines[:20])
+        return shown + (f" and {len(lines) - 20} more" if len(lines) > 20 else "")
+
+    message = (
+        f"{len(split_lines)} line(s) longer than the model reads ({limit} tokens) were translated in pieces split "
+        f"at sentence boundaries and joined: line {numbers(split_lines)}"
+    )
+    if cut_lines:
+        message += f"; in line {numbers(cut_lines)} a sentence was itself too long and was cut between words"
+    return message
+
+
+def _translate_pieces(
+    tokenizer: Any,
+    model: Any,
+    texts: Sequence[str],
+    batch_size: int,
+    num_beams: int | None,
+    max_new_tokens: int | None,
+    progress: bool,
+    *,
+    limit: int,
+) -> list[str]:
+    """Translate texts that each fit the model, in length-sorted batches."""
     import torch
     from tqdm.auto import tqdm
 
@@ -71,17 +200,11 @@ def translate_texts(
         else:
             generate_kwargs["max_new_tokens"] = max_new_tokens
     outputs = [""] * len(texts)
-    wanted = [i for i, text in enumerate(texts) if text.strip()]
-    with tqdm(total=len(wanted), unit="sentence", desc="Translating", disable=not progress, file=sys.stderr) as bar:
-        for batch in length_sorted_batches([texts[i] for i in wanted], batch_size):
-            indices = [wanted[j] for j in batch]
-            inputs = tokenizer(
-                [texts[i] for i in indices],
-                return_tensors="pt",
-                padding=True,
-                truncation=True,
-                max_length=model.config.max_position_embeddings,
-            ).to(model.device)
+    with tqdm(total=len(texts), unit="sentence", desc="Translating", disable=not progress, file=sys.stderr) as bar:
+        for indices in length_sorted_batches(texts, batch_size):
+            inputs = tokenizer([texts[i] for i in indices], return_tensors="pt", padding=True).to(model.device)
+            if inputs["input_ids"].shape[1] > limit:  # `split_to_fit` made every piece fit
+                raise RuntimeError(f"a piece of {inputs['input_ids'].shape[1]} tokens reached the model")
             with torch.inference_mode():
                 generated = model.generate(**inputs, **generate_kwargs)
             for i, text in zip(indices, decode_token_ids(tokenizer, generated.cpu())):
@@ -118,4 +241,14 @@ def reference_lists(split: Dataset, tgt_lang: str) -> tuple[list[list[str]], lis
     return single, multi
 
 
-__all__ = ["DTYPES", "decode_token_ids", "length_sorted_batches", "load_model", "reference_lists", "translate_texts"]
+__all__ = [
+    "DTYPES",
+    "LongInputWarning",
+    "decode_token_ids",
+    "length_sorted_batches",
+    "load_model",
+    "reference_lists",
+    "source_token_limit",
+    "split_to_fit",
+    "translate_texts",
+]

@@ -214,9 +214,11 @@ def run_checks(
     dtype: str = "float32",
     families: Iterable[str] | None = None,
     options: Iterable[str] | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> bool:
-    """Run every check for the chosen families and option sets; print one line each; True if all pass."""
+    """Run every check for the chosen families and option sets; print one line each (to ``out``, by default
+    standard output); True if all pass."""
+    out = out or sys.stdout
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}; got {dtype!r}")
     families = list(families or FAMILIES)

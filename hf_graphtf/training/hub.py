@@ -8,7 +8,7 @@ from ..model_card import HUB_ID_PLACEHOLDER
 from .arguments import TranslationTrainingArguments
 
 #: left out of the Hub upload: checkpoints, private files and the pickled training arguments
-HUB_IGNORE_PATTERNS = ["_*", "checkpoint-*", ".checkpoint-staging/*", "runs/*", "training_args.bin"]
+HUB_IGNORE_PATTERNS = ["_*", "checkpoint-*", ".checkpoint-staging/*", "runs/*", "training_args.bin", ".run.lock"]
 
 
 def hub_repo_id(training_args: TranslationTrainingArguments) -> str:

@@ -43,6 +43,7 @@ from .resume import (
     finished_training,
     stop_reason,
 )
+from .run_lock import hold_output_folder
 from .trainer import TranslationTrainer, check_launch_engine, logger
 
 
@@ -55,9 +56,20 @@ def run_translation(
     """Train, evaluate and save one translation model; returns what is written to results.json.
 
     ``push_to_hub`` uploads once at the end (after the card has the test scores), not at every save.
+    The run holds its output folder throughout (`hold_output_folder`): a second run on it is refused.
     """
     if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
         raise ValueError("nothing to do: set at least one of do_train, do_eval, do_predict.")
+    with hold_output_folder(training_args.output_dir, main_process=training_args.process_index == 0):
+        return _run_translation(model_args, data_args, training_args, callbacks)
+
+
+def _run_translation(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TranslationTrainingArguments,
+    callbacks: Sequence[TrainerCallback],
+) -> dict[str, Any]:
     logging.set_verbosity(training_args.get_process_log_level())
     datasets.utils.logging.set_verbosity(training_args.get_process_log_level())
     if training_args.disable_tqdm:  # (off a terminal by default): no progress bars in a log file

@@ -1,0 +1,131 @@
+"""The seam to Transformers' internals, the import warning and `hf-graphtf check` (CI runs these on the lowest,
+the pinned and the newest releases)."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from model_matrix import OPTION_MATRIX, source_batch, tiny_model
+from transformers.models.bart.modeling_bart import BartDecoder, BartDecoderLayer
+from transformers.models.marian.modeling_marian import MarianDecoder, MarianDecoderLayer
+
+from hf_graphtf import cli, modeling_common, transformers_seam
+from hf_graphtf.transformers_seam import CACHE_KWARG, take_cache
+
+
+@pytest.mark.parametrize("vanilla", [MarianDecoder, MarianDecoderLayer, BartDecoder, BartDecoderLayer])
+def test_the_seam_names_the_cache_as_the_installed_release_does(vanilla):
+    assert CACHE_KWARG in inspect.signature(vanilla.forward).parameters
+
+
+def test_take_cache_accepts_either_name_and_refuses_both():
+    cache = object()
+    for name in ("cache", "past_key_values"):
+        kwargs = {name: cache, "other": 1}
+        assert take_cache(kwargs) is cache
+        assert kwargs == {"other": 1}
+    assert take_cache({}) is None
+    with pytest.raises(ValueError, match="not both"):
+        take_cache({"cache": cache, "past_key_values": cache})
+
+
+@pytest.mark.parametrize("name", ["cache", "past_key_values"])
+def test_the_linked_decoder_takes_its_cache_under_either_name(name, family):
+    """Decoding step by step through the decoder stack with the cache under either name gives what one
+    uncached pass gives: the cache reached the linked layers (on 5.24 it did not under `cache`)."""
+    model = tiny_model(family, OPTION_MATRIX["al-dec"])
+    input_ids, attention_mask = source_batch()
+    decoder, encoder_out = model.get_decoder(), model.get_encoder()(input_ids, attention_mask).last_hidden_state
+    targets = torch.tensor([[0, 14, 15, 16], [0, 18, 19, 20]])
+    full = decoder(input_ids=targets, encoder_hidden_states=encoder_out, encoder_attention_mask=attention_mask)
+    cache = transformers_seam.new_decoder_cache(model.config)
+    steps = []
+    with torch.no_grad():
+        for position in range(targets.shape[1]):
+            out = decoder(
+                input_ids=targets[:, position : position + 1],
+                encoder_hidden_states=encoder_out,
+                encoder_attention_mask=attention_mask,
+                use_cache=True,
+                **{name: cache},
+            )
+            steps.append(out.last_hidden_state)
+    assert cache.get_seq_length() == targets.shape[1]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full.last_hidden_state, rtol=1e-10, atol=1e-10)
+
+
+def test_untested_releases_name_the_newer_ones(monkeypatch):
+    monkeypatch.setattr(transformers_seam.transformers, "__version__", "5.99.0")
+    monkeypatch.setitem(transformers_seam.NEWEST_TESTED, "torch", torch.__version__.split("+")[0])
+    assert transformers_seam.untested_releases() == [
+        f"transformers 5.99.0 (tested {transformers_seam.LOWEST_TESTED['transformers']} to "
+        f"{transformers_seam.NEWEST_TESTED['transformers']})"
+    ]
+    monkeypatch.setattr(transformers_seam.transformers, "__version__", transformers_seam.NEWEST_TESTED["transformers"])
+    assert transformers_seam.untested_releases() == []
+
+
+_IMPORT_WITH_A_NEWER_RELEASE = textwrap.dedent(
+    """
+    import warnings
+    import torch, transformers
+    import transformers.models.bart.modeling_bart, transformers.models.marian.modeling_marian  # (they reset it)
+    transformers.__version__ = "5.99.0"
+    torch.__version__ = "2.13.0"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import hf_graphtf  # noqa: F401
+        import hf_graphtf.cli  # noqa: F401  (a second import warns no more)
+    print(repr([str(w.message) for w in caught if "tested up to" in str(w.message)]))
+    """
+)
+
+
+def test_importing_under_a_newer_transformers_warns_once_with_the_tested_range(monkeypatch):
+    monkeypatch.setitem(transformers_seam.NEWEST_TESTED, "torch", "2.13.0")
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT_WITH_A_NEWER_RELEASE], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    messages = eval(result.stdout.strip().splitlines()[-1])  # noqa: S307 - the repr of a list of str
+    assert len(messages) == 1
+    newest = transformers_seam.NEWEST_TESTED["transformers"]
+    assert f"tested up to transformers {newest}" in messages[0]
+    assert "transformers 5.99.0" in messages[0] and "hf-graphtf check" in messages[0]
+
+
+def test_check_prints_versions_and_one_line_per_check(capsys):
+    assert cli.main(["check", "--families", "marian", "--options", "vanilla", "al-dec"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("hf_graphtf ") and "transformers " in lines[0] and "torch " in lines[0]
+    assert lines[1].startswith("device cpu")
+    checks = [line for line in lines if line.startswith(("PASS", "FAIL"))]
+    assert len(checks) == 5 + 4  # vanilla: equivalence + the four; al-dec: the four
+    assert all(line.startswith("PASS") for line in checks)
+    assert lines[-1].startswith("9 checks, all passed")
+
+
+def test_check_fails_when_the_decoder_loses_its_cache(monkeypatch, capsys):
+    """The fault of Transformers 5.24 before the seam: the linked decoder stack never sees the cache
+    generate() hands it and starts a fresh one at every step."""
+
+    def drop_cache(kwargs):
+        take_cache(kwargs)
+        return None
+
+    monkeypatch.setattr(modeling_common, "take_cache", drop_cache)
+    assert cli.main(["check", "--families", "bart", "--options", "al-dec"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  bart    al-dec" in out and "cached == uncached" in out
+    assert "1 FAILED" in out or "2 FAILED" in out
+    assert "SPEC re-computation" in out and "PASS  bart    al-dec                       SPEC" in out
+
+
+def test_check_refuses_an_unknown_option_set(capsys):
+    assert cli.main(["check", "--options", "no-such-option"]) != 0
+    assert "unknown option set no-such-option" in capsys.readouterr().err
