@@ -509,13 +509,14 @@ def test_the_glance_table_sets_the_converged_cell_beside_the_early_budgets(tmp_p
     finish(converged, "al_both", 2, 35.0)  # vanilla's seed 2 has not finished: no pair for it
     header, _, al_both = comparisons.budgets_table([early, converged], ("vanilla", "al_both"))
     assert header.split(" | ")[1:3] == ["Δ BLEU, full train set, 600 steps", "Δ BLEU, full train set, to a plateau"]
-    assert al_both.split(" | ")[1:4] == ["+1.50 (n=2)", "+3.00 (n=1)", "+10%"]
+    # Δ +1 and +2: mean 1.5, sd 0.707, t(0.975, 1 df) 12.706: 1.5 -+ 12.706 * 0.707 / sqrt(2) = 6.353
+    assert al_both.split(" | ")[1:4] == ["+1.50 (n=2, 95% CI -4.85 to +7.85)", "+3.00 (n=1)", "+10%"]
 
 
 def test_a_one_seed_delta_is_set_beside_the_seed_to_seed_spread_of_the_earlier_budgets(tmp_path, experiments):
     """Under a table with a one-seed Δ, the note gives each variant's largest standard deviation of the
     per-seed Δ where several seeds ran (here Δ +1 and +2: 0.71, at 600 steps); once every cell has
-    several seeds the note goes."""
+    several seeds only the sentence on the intervals stays."""
     comparisons = experiments["comparisons"]
     early, converged, finish = _early_and_converged(tmp_path, experiments)
     for seed, (base, link) in {1: (20.0, 21.0), 2: (21.0, 23.0)}.items():
@@ -530,7 +531,18 @@ def test_a_one_seed_delta_is_set_beside_the_seed_to_seed_spread_of_the_earlier_b
     finish(converged, "vanilla", 2, 26.0)
     finish(converged, "al_both", 2, 27.0)
     converged = experiments["grid"].Grid.load(converged.path)
-    assert comparisons.seed_spread_note([early, converged], ("vanilla", "al_both")) == []
+    (note,) = comparisons.seed_spread_note([early, converged], ("vanilla", "al_both"))
+    assert "with three seeds it is wide" in note and "one seed (n=1)" not in note
+
+
+def test_the_seed_interval_is_the_t_interval_of_the_per_seed_differences(experiments):
+    """By hand: Δ 0.5, 1.0, 1.5 have mean 1.0 and sd 0.5; t(0.975, 2 df) = 4.3027 (tables); the half-width
+    is 4.3027 * 0.5 / sqrt(3) = 1.2421."""
+    comparisons = experiments["comparisons"]
+    assert [round(comparisons.t_quantile(0.975, df), 3) for df in (1, 2, 4, 30)] == [12.706, 4.303, 2.776, 2.042]
+    mean, low, high = comparisons.seed_interval([0.5, 1.0, 1.5])
+    assert (round(mean, 4), round(low, 4), round(high, 4)) == (1.0, -0.2421, 2.2421)
+    assert comparisons.seed_interval([0.7]) is None
 
 
 def test_a_tuning_range_grows_while_its_best_value_lies_at_an_edge(tmp_path, experiments):

@@ -4,6 +4,8 @@ laid out as the papers' tables or, across grids, as the verdict at each training
 
 from __future__ import annotations
 
+import functools
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -32,6 +34,52 @@ GRAPH_ROWS = (
 
 
 BOOTSTRAP_SAMPLES = 1000
+
+
+@functools.lru_cache
+def t_quantile(probability: float, df: int) -> float:
+    """The ``probability`` quantile (above 0.5) of Student's t with ``df`` degrees of freedom: the density
+    integrated by Simpson's rule from 0 and the bound found by bisection (to 1e-6; no SciPy needed for
+    one number)."""
+    scale = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+    def cdf(x: float, steps: int = 1000) -> float:
+        h = x / steps
+        total = sum(
+            (1 if i in (0, steps) else 4 if i % 2 else 2) * (1 + (i * h) ** 2 / df) ** (-(df + 1) / 2)
+            for i in range(steps + 1)
+        )
+        return 0.5 + scale * total * h / 3
+
+    low, high = 0.0, 1.0
+    while cdf(high) < probability:
+        high *= 2
+    while high - low > 1e-6:
+        middle = (low + high) / 2
+        low, high = (middle, high) if cdf(middle) < probability else (low, middle)
+    return (low + high) / 2
+
+
+def seed_interval(deltas: list[float], level: float = 0.95) -> tuple[float, float, float] | None:
+    """Mean of the per-seed paired differences and its ``level`` interval from the t distribution (n - 1
+    degrees of freedom): how far the Δ could move with other seeds, which the paired bootstrap (the test
+    set's sampling) does not say. None under two seeds."""
+    if len(deltas) < 2:
+        return None
+    mean = statistics.mean(deltas)
+    half = t_quantile(0.5 + level / 2, len(deltas) - 1) * statistics.stdev(deltas) / math.sqrt(len(deltas))
+    return mean, mean - half, mean + half
+
+
+def delta_cell(runs: list[dict], paired: list[dict], p_value: float | None) -> str:
+    """A budgets-table cell: the mean Δ over the shared seeds, their number, the seed-level 95% interval
+    where two or more seeds ran, and the pooled paired-bootstrap p."""
+    deltas = [run["test"]["bleu"] - base["test"]["bleu"] for run, base in zip(runs, paired)]
+    interval = seed_interval(deltas)
+    text = f"{statistics.mean(deltas):+.2f} (n={len(deltas)}"
+    if interval is not None:
+        text += f", 95% CI {interval[1]:+.2f} to {interval[2]:+.2f}"
+    return text + ("" if p_value is None else f", p {p_value:.3f}") + ")"
 
 
 def mean_sd(values: list[float]) -> str:
@@ -217,15 +265,11 @@ def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                 runs = rows_by.get((variant, size), [])
                 if variant == "vanilla" or not runs:
                     continue
-                runs, paired = on_shared_seeds(runs, base)
+                runs, paired = on_shared_seeds(runs, base)  # both in seed order, one row per seed
                 if not paired:
                     continue
-                delta = statistics.mean(row["test"]["bleu"] for row in runs) - statistics.mean(
-                    row["test"]["bleu"] for row in paired
-                )
                 p_value = paired_bootstrap(grid, paired, runs, references[size]) if size in references else None
-                p_text = "" if p_value is None else f", p {p_value:.3f}"
-                deltas[variant][label] = f"{delta:+.2f} (n={len(paired)}{p_text})"
+                deltas[variant][label] = delta_cell(runs, paired, p_value)
                 params.setdefault(variant, runs[0]["parameters"] / base[0]["parameters"] - 1)
                 speeds[variant] += speed_ratios(rows_by, variant, [size], lambda row, g=grid: training_speed(g, row))
     # by training split (10K before the full set), then by training length, a plateau last
@@ -244,7 +288,7 @@ def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
 
 
 def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
-    """A sentence for a budgets table with a one-seed Δ in it (nothing otherwise): the paired bootstrap of
+    """What a budgets table's intervals are, and for one with a one-seed Δ in it, more: the paired bootstrap of
     one pair of runs measures the test set's sampling, not the seed's, so the note sets beside it how much
     each variant's Δ moved from seed to seed where the grids ran several (the largest standard deviation
     of the per-seed Δ over the budgets, and at which). Without it a one-seed Δ with p 0.001 reads as
@@ -261,10 +305,15 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                 one_seed |= len(deltas) == 1
                 if len(deltas) > 1 and statistics.stdev(deltas) > spread.get(variant, (-1.0, ""))[0]:
                     spread[variant] = (statistics.stdev(deltas), budget_label(grid, size))
+    interval_note = (
+        "Where two or more seeds ran, the 95% CI is the interval of the mean Δ over seeds from the per-seed "
+        "paired differences (t distribution); with three seeds it is wide, and a Δ whose interval spans 0 "
+        "is not shown to be a gain or a loss, whatever its p."
+    )
     if not one_seed:
-        return []
-    sentence = (
-        "A Δ over one seed (n=1) compares one pair of models: its p says how sure the test set makes their "
+        return [interval_note]
+    sentence = interval_note + (
+        " A Δ over one seed (n=1) compares one pair of models: its p says how sure the test set makes their "
         "difference, not whether another seed would give the same one."
     )
     if spread:
