@@ -87,37 +87,27 @@ def test_a_resumed_run_stops_at_the_step_of_an_uninterrupted_one(tmp_path, exper
     # interrupted after step 2, one evaluation into its patience: the counter must come back with it
     _run(tmp_path, "resumed", max_steps=2)
 
-    # the runner says where it stands before it resumes it, and the page's tuning table likewise
+    # the runner says where it stands before it resumes it
     def run_in(folder: str):
         return experiments["grid"].Run("vanilla", "small", 1, tmp_path / "resumed.yaml", {}, tmp_path / folder)
 
     state = experiments["run_grid"].resume_state(run_in("resumed"))
     best = json.loads((tmp_path / "resumed" / "checkpoint-2" / "trainer_state.json").read_text())["best_metric"]
     assert state == f"resumes from step 2, best validation loss {best} at step 1, 1 of 3 evaluations without a new best"
-    cells = experiments["report"]._unfinished_cells(run_in("resumed").progress()).split(" | ")
-    assert cells[0] == f"{best} so far" and cells[3] == "1"
-    assert cells[4].startswith("training: at step 2, validation loss ")
-    assert cells[4].endswith(", 1 of 3 evaluations without a new best")
-    # its learning curve so far, as the uninterrupted run's first two evaluations, drawn on the page
+    # its learning curve so far, as the uninterrupted run's first two evaluations (the runner's view of it)
     progress = run_in("resumed").progress()
     assert [list(point) for point in progress.validation_bleu] == [list(p) for p in straight["validation_bleu"][:2]]
-    figure = experiments["figures"].plot_learning_curves(
-        None, {}, "small", tmp_path / "curves.png", unfinished={"vanilla": list(progress.validation_bleu)}
-    )
-    assert figure is not None and figure.stat().st_size > 0
     (tmp_path / "empty").mkdir()
     assert experiments["run_grid"].resume_state(run_in("empty")).startswith("starts over")
-    assert "not finished" in experiments["report"]._unfinished_cells(run_in("empty").progress())
     resumed = _run(tmp_path, "resumed")["train"]
     assert resumed["resumed_from_checkpoint"].endswith("checkpoint-2")
     assert_same_stop_and_model(tmp_path, "straight", straight, "resumed", resumed)
 
 
-def test_the_page_says_where_a_run_under_way_stands_and_what_is_left_of_its_price(tmp_path, experiments):
-    """A variant's run that has a checkpoint but no row is named under the page's progress paragraph with
-    its step, best so far and patience, and the cost of the runs left prices what is left of that run;
-    the tuning runs stay in their own table. Without a checkpoint nothing is said. The longest run's
-    price is named only while the tuning has not chosen (it prices nothing after)."""
+def test_the_page_shows_finished_runs_only_and_prices_every_run_left_in_full(tmp_path, experiments):
+    """A run with a checkpoint but no row is not on the page: the progress paragraph counts finished runs
+    only and the cost of the runs left prices it in full (where it stands is the runner's log). The
+    longest run's price is named only while the tuning has not chosen (it prices nothing after)."""
     import shutil
 
     report = experiments["report"]
@@ -135,44 +125,16 @@ def test_the_page_says_where_a_run_under_way_stands_and_what_is_left_of_its_pric
             assert "longest finished run (80 minutes)" in " ".join(report._stopping_section(grid, grid.finished_rows()))
     rows = grid.finished_rows()
     assert "longest finished run" not in " ".join(report._stopping_section(grid, rows))  # none left that it prices
-    rows_by = grid.rows_by_cell()
-    assert not any("Under way" in line for line in report._progress(grid, rows, report._under_way(grid, rows), rows_by))
-    assert "under way" not in " ".join(report._stopping_section(grid, rows))
+    before = (report._progress(grid, rows), report._stopping_section(grid, rows))
     _run(tmp_path, "cut", max_steps=2)
-    shutil.copytree(tmp_path / "cut", grid.output_root / "al_both-small-seed1")
-    best = json.loads((tmp_path / "cut" / "checkpoint-2" / "trainer_state.json").read_text())["best_metric"]
-    under_way = report._under_way(grid, rows)
-    assert [(run.name, progress.step) for run, progress in under_way] == [("al_both-small-seed1", 2)]
-    under_way_lines = [
-        line for line in report._progress(grid, rows, under_way, rows_by) if line.startswith("Under way")
-    ]
-    assert len(under_way_lines) == 1 and under_way_lines[0].endswith(
-        f": al_both-small-seed1 at step 2, best validation BLEU {best} so far (step 1), "
-        "1 of 5 evaluations without a new best."
-    )  # named and counted as the grid's recipe for the run says (BLEU, patience 5)
-    # beside it, vanilla's run of its seed (the chosen dropout's) by the same step, from that run's log
-    log = [{"step": 1, "eval_bleu": 3.0}, {"step": 2, "eval_loss": 4.0}, {"step": 2, "eval_bleu": 5.0},
-           {"step": 3, "eval_bleu": 9.0}]  # fmt: skip
-    (grid.archive_folder("vanilla-small-seed1-dropout0.1") / "log_history.json").parent.mkdir(parents=True)
-    (grid.archive_folder("vanilla-small-seed1-dropout0.1") / "log_history.json").write_text(json.dumps(log))
-    line = next(line for line in report._progress(grid, rows, under_way, rows_by) if line.startswith("Under way"))
-    assert line.endswith(
-        "1 of 5 evaluations without a new best, while vanilla's seed-1 run had 5.0 by the same step (its best: "
-        "22.0 at step 3000)."
-    )
+    shutil.copytree(tmp_path / "cut", grid.output_root / "al_both-small-seed1")  # a run under way here
+    assert (report._progress(grid, rows), report._stopping_section(grid, rows)) == before
+    (paragraph, _) = report._progress(grid, rows)
+    assert paragraph.startswith("**Partial:** 2 of the grid's") and "finished runs only" in paragraph
     still = next(line for line in report._stopping_section(grid, rows) if line.startswith("Still to run"))
-    assert "seed 1: 1 run, about" in still and "seed 2: 2 runs, about" in still  # counted in words
-    # priced at the steps vanilla's chosen run stopped at (5000) less the 2 it has trained, at the tiny
-    # run's own pace (its minutes, not vanilla's 80)
-    ((_, progress),) = under_way
-    assert progress.trained_minutes > 0
-    to_go = max((5000 - 2) * progress.trained_minutes / 2, progress.fewest_minutes_left())
-    assert still.endswith("A run under way costs its price less what it has trained (in steps, at its own pace "
-                          "so far, where the finished runs record the step they stopped at), and at least the "
-                          "evaluations its patience has left (al_both-small-seed1 at step 2: "
-                          f"{progress.trained_minutes:.0f} minutes trained, about {to_go:.0f} left).")  # fmt: skip
+    assert "seed 1: 1 run, about" in still and "seed 2: 2 runs, about" in still and "under way" not in still
     # a grid can move between hosts: where the finished runs ran on another CPU than this machine, the
-    # price and the run under way say so, naming both; rows that agree (or record no CPU) change nothing
+    # price says so, naming both; rows that agree (or record no CPU) change nothing
     there = {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "9165e1b8bbc6a2dd"}
     here = {"model": "Intel Xeon", "kernels": "AVX512", "float_fingerprint": "f2666768cd6a4ba4"}
     moved = [{**row, "provenance": {"cpu": there}} for row in rows]
@@ -180,29 +142,14 @@ def test_the_page_says_where_a_run_under_way_stands_and_what_is_left_of_its_pric
     assert ("hours of training (on a 2-core machine; minutes measured on AMD EPYC AVX512 (float fingerprint "
             "9165e1b8bbc6a2dd) price them, and this machine is another host, Intel Xeon AVX512 (float fingerprint "
             "f2666768cd6a4ba4), whose minutes differ, one run at a time;") in still  # fmt: skip
-    line = next(line for line in report._progress(grid, moved, under_way, rows_by, here) if line.startswith("Under"))
-    assert line.startswith(
-        "Under way (from the newest checkpoint on this machine, Intel Xeon AVX512 (float fingerprint "
-        "f2666768cd6a4ba4), another host than AMD EPYC AVX512 (float fingerprint 9165e1b8bbc6a2dd) where finished "
-        "runs ran: its minutes and float sums differ from theirs; its row lands when it stops;"
-    )
-    # a grid that moved part-way: one finished run ran here, so the others are counted and both hosts price
+    # a grid that moved part-way: one finished run ran here, so both hosts price
     mixed = [{**row, "provenance": {"cpu": here}} for row in moved[:1]] + moved[1:]
     still = next(line for line in report._stopping_section(grid, mixed, here) if line.startswith("Still to run"))
     assert ("(on a 2-core machine; minutes measured on AMD EPYC AVX512 (float fingerprint 9165e1b8bbc6a2dd) and "
             "on this machine, Intel Xeon AVX512 (float fingerprint f2666768cd6a4ba4), price them, and the hosts' "
             "minutes differ, one run at a time;") in still  # fmt: skip
-    line = next(line for line in report._progress(grid, mixed, under_way, rows_by, here) if line.startswith("Under"))
-    assert (
-        f"another host than AMD EPYC AVX512 (float fingerprint 9165e1b8bbc6a2dd) where {len(rows) - 1} of the "
-        f"{len(rows)} finished runs ran: its minutes" in line
-    )
     for same in (there, {"model": "AMD EPYC", "kernels": "AVX512"}):  # an older record without the fingerprint
         assert "(on this 2-core machine, one run at a time;" in " ".join(report._stopping_section(grid, moved, same))
-        assert (
-            "Under way (from the newest checkpoint on this machine;"
-            in report._progress(grid, moved, under_way, rows_by, same)[2]
-        )
 
 
 def test_the_minutes_panel_names_the_runs_from_another_host_than_vanillas(experiments):

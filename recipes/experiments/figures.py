@@ -130,22 +130,16 @@ def plot_learning_curves(
     size: str,
     path: Path,
     title: str | None = None,
-    unfinished: dict[str, list[tuple[int, float]]] | None = None,
 ) -> Path | None:
     """Validation BLEU against steps and against minutes: each seed a thin line, each variant's mean
     over its seeds a bold one (at the evaluations every seed reached), so a grid's thirty-odd runs
-    still read as one line per variant.
-
-    ``unfinished``: (step, validation BLEU) curves of runs still training, by label, drawn dotted
-    against steps only (their minutes per step are known once they finish), so that a run that
-    trains over several sittings shows on the page how far it got. The minutes panel names the variants
-    with runs from another host than vanilla's (`minutes_elsewhere`)."""
+    still read as one line per variant: finished runs only. The minutes panel names the variants with
+    runs from another host than vanilla's (`minutes_elsewhere`)."""
     plt = _plt()
     figure, (by_step, by_minute) = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
     elsewhere = minutes_elsewhere(rows_by, size)
-    unfinished = {label: curve for label, curve in (unfinished or {}).items() if curve}
     # one style per variant across sizes
-    styles = variant_styles(sorted({variant for variant, _ in rows_by} | set(unfinished)))
+    styles = variant_styles(sorted({variant for variant, _ in rows_by}))
     drawn = False
     for (variant, row_size), runs in sorted(rows_by.items()):
         if row_size != size:
@@ -167,11 +161,6 @@ def plot_learning_curves(
         mean = mean_learning_curve(curves)
         by_step.plot([p[0] for p in mean], [p[2] for p in mean], label=f"{variant} (n={len(curves)})", **style)
         by_minute.plot([p[1] for p in mean], [p[2] for p in mean], label=elsewhere.get(variant, "_"), **style)
-        drawn = True
-    for label, curve in unfinished.items():
-        style = {**styles[label], "linestyle": ":"}
-        step, _ = curve[-1]
-        by_step.plot([p[0] for p in curve], [p[1] for p in curve], label=f"{label} (training, step {step})", **style)
         drawn = True
     if drawn:
         by_step.set_xlabel("step")

@@ -43,7 +43,7 @@ from comparisons import (
     test_references,
 )
 from figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
-from grid import REPO_ROOT, Grid, Progress, Run, baseline_row
+from grid import REPO_ROOT, Grid, baseline_row
 from speeds import (
     device_cell,
     host_name,
@@ -71,15 +71,12 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
     figures = out / "figures" / grid.name
     figures.mkdir(parents=True, exist_ok=True)
     figure_paths: list[Path] = []
-    # read once from each run's newest checkpoint: the progress paragraph and the learning curves
-    under_way = _under_way(grid, rows)
     for size in sizes:
-        training = {run.name: list(progress.validation_bleu) for run, progress in under_way if run.size == size}
         figure_paths += [
             path
             for path in (
                 plot_bleu_by_length(rows_by, size, figures / f"bleu_by_length_{size}.png"),
-                plot_learning_curves(grid, rows_by, size, figures / f"learning_curves_{size}.png", unfinished=training),
+                plot_learning_curves(grid, rows_by, size, figures / f"learning_curves_{size}.png"),
             )
             if path
         ]
@@ -98,7 +95,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         f"devices: {'; '.join(devices) or '–'}). Runs: `python recipes/experiments/run_grid.py "
         f"{_relative(grid.path)}`.",
         "",
-        *_progress(grid, rows, under_way, rows_by, here),
+        *_progress(grid, rows),
         "Protocol: the committed Bible recipes with these overrides for every run: "
         + ", ".join(f"`{key}: {_yaml(value)}`" for key, value in grid.common.items())
         + "; budgets per size: "
@@ -192,23 +189,16 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
             if row.get("tuning") and row["size"] == size
         }
         tried = list(zip(grid.tuning_values(size), grid.tuning_runs(size)))
-        # where each run without a row stands, read once from its newest checkpoint: the figure and the table
-        progress = {run.name: run.progress() for _, run in tried if run.name not in by_name}
-        training = {
-            f"{tuning.variant}, {tuning.field} {value}": list(progress[run.name].validation_bleu)
-            for value, run in tried
-            if progress.get(run.name) is not None
-        }
         figure = grid.results.parent / "figures" / grid.name / f"tuning_{size}.png"
         figure.parent.mkdir(parents=True, exist_ok=True)
         title = f"Tuning {tuning.field} of {tuning.variant}, seed {tuning.seed}, {size}: each run until it stopped"
-        if (curves or training) and plot_learning_curves(grid, curves, size, figure, title, training):
+        if curves and plot_learning_curves(grid, curves, size, figure, title):
             lines[4:4] = [f"![tuning learning curves, {size}](figures/{grid.name}/{figure.name})", ""]
         chosen = grid.tuned_value(size)
         for value, run in tried:
             row = by_name.get(run.name)
             if row is None:
-                lines.append(f"| {size} | {value} | " + _unfinished_cells(progress[run.name]) + " |")
+                lines.append(f"| {size} | {value} | – | – | – | – | not finished | – | |")
                 continue
             lines.append(
                 f"| {size} | {value} | {row['valid']['bleu']} | {row['test']['bleu']} | {row['steps']} | "
@@ -219,22 +209,6 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
         for note in grid.tuned_notes(size):
             lines += ["", f"{size}: {note}."]
     return [*lines, ""]
-
-
-def _unfinished_cells(progress: Progress | None) -> str:
-    """The tuning table's cells from valid BLEU to chosen for a run without a row: where it stands from its
-    newest checkpoint on this machine (``Run.progress``: best so far, step, validation loss, patience),
-    else "not finished". A tuning run can train for hours over several sittings; the page says how far
-    it got."""
-    if progress is None:
-        return "– | – | – | – | not finished | – |"
-    best = "–" if progress.best_metric is None else f"{progress.best_metric} so far"
-    state = [f"training: at step {progress.step}"]
-    if progress.eval_loss is not None:
-        state.append(f"validation loss {progress.eval_loss:.3f}")
-    if patience := progress.patience_text():
-        state.append(patience)
-    return f"{best} | – | – | {progress.best_step or '–'} | {', '.join(state)} | – |"
 
 
 def _minutes(row: dict[str, Any]) -> str:
@@ -281,8 +255,7 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]], here: dict[str, An
             f"{'–' if swing is None else f'{swing[0]:.2f} ({swing[1]:.2f})'} | "
             f"{row['test']['bleu']} | {_minutes(row)} | {row.get('precision') or 'fp32'} |"
         )
-    started = {run.name: progress for run, progress in _under_way(grid, rows, tuning_runs=True)}
-    left = remaining_minutes(grid, rows, started)
+    left = remaining_minutes(grid, rows, {})  # every run without a row at its full price
     if left is not None:
         count = sum(n for n, _ in left.by_seed.values())
         minutes = sum(m for _, m in left.by_seed.values())
@@ -304,18 +277,6 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]], here: dict[str, An
             + (
                 " A tuning range that grows at its edge adds a run to these."
                 if choosing and grid.tuning.step is not None
-                else ""
-            )
-            + (
-                " A run under way costs its price less what it has trained (in steps, at its own pace so far, "
-                "where the finished runs record the step they stopped at), and at least the evaluations its "
-                "patience has left ("
-                + ", ".join(
-                    f"{name} at step {started[name].step}: {trained:.0f} minutes trained, about {to_go:.0f} left"
-                    for name, (trained, to_go) in left.under_way.items()
-                )
-                + ")."
-                if left.under_way
                 else ""
             ),
         ]
@@ -415,19 +376,10 @@ def _budgets_section(grid: Grid) -> list[str]:
     ]
 
 
-def _progress(
-    grid: Grid,
-    rows: list[dict[str, Any]],
-    under_way: list[tuple[Run, Progress]],
-    rows_by: dict[tuple[str, str], list[dict[str, Any]]],
-    here: dict[str, Any] | None = None,
-) -> list[str]:
+def _progress(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
     """A paragraph saying how much of the grid has run, when some of it has not (else nothing): a grid
-    takes many sittings, and a page drawn part-way must not read as the whole comparison. ``under_way``
-    (`_under_way`) are named with where each stands, and beside it where vanilla's run of the same
-    size and seed (in ``rows_by``) stood by the same step; where this machine (``here``, its CPU record;
-    by default read from it) is another host than finished runs', the paragraph names both: the run's
-    row will differ from theirs in minutes and float sums."""
+    takes many sittings, and a page drawn part-way must not read as the whole comparison. The page shows
+    finished runs only; where a run under way stands is the runner's log, not a committed page."""
     finished = {row["run"] for row in rows}
     planned = grid.runs()
     done = sum(run.name in finished for run in planned)
@@ -437,80 +389,12 @@ def _progress(
     for size in grid.sizes:
         runs = [run for run in planned if run.size == size]
         per_size.append(f"{size}: {sum(run.name in finished for run in runs)} of {len(runs)}")
-    lines = [
+    return [
         f"**Partial:** {done} of the grid's {len(planned)} runs have finished ({'; '.join(per_size)}). "
         "Each cell says over how many seeds it is (n), and each Δ compares with vanilla's runs of the same "
-        "seeds where vanilla has them.",
+        "seeds where vanilla has them. This page shows finished runs only.",
         "",
     ]
-    if under_way:
-        here = cpu_record() if here is None else here
-        others = other_hosts(rows, here)
-        elsewhere = len(rows_elsewhere(rows, here))
-        where = "finished runs" if elsewhere == len(rows) else f"{elsewhere} of the {len(rows)} finished runs"
-        host = (
-            f", {host_name(here, fingerprint=True)}, another host than {' and '.join(others)} "
-            f"where {where} ran: its minutes and float sums differ from theirs"
-            if others
-            else ""
-        )
-        lines += [
-            f"Under way (from the newest checkpoint on this machine{host}; its row lands when it stops; dotted in "
-            "the learning curves): "
-            + "; ".join(
-                f"{run.name} at step {progress.step}, {_standing(progress)}"
-                + (f", while {by_then}" if (by_then := _baseline_by_then(grid, rows_by, run, progress)) else "")
-                for run, progress in under_way
-            )
-            + ".",
-            "",
-        ]
-    return lines
-
-
-def _under_way(grid: Grid, rows: list[dict[str, Any]], tuning_runs: bool = False) -> list[tuple[Run, Progress]]:
-    """The grid's runs that have a checkpoint on this machine but no row, with where each stands; the
-    tuning runs only with ``tuning_runs`` (the tuning table shows theirs). A run of a converged grid
-    trains for hours over several sittings, and a page drawn part-way says how far the next rows got."""
-    finished = {row["run"] for row in rows}
-    tuning = set() if tuning_runs else {run.name for size in grid.sizes for run in grid.tuning_runs(size)}
-    found = []
-    for run in grid.runs():
-        if run.name in finished or run.name in tuning:
-            continue
-        progress = run.progress()
-        if progress is not None:
-            found.append((run, progress))
-    return found
-
-
-def _baseline_by_then(
-    grid: Grid, rows_by: dict[tuple[str, str], list[dict[str, Any]]], run: Run, progress: Progress
-) -> str:
-    """Where vanilla's finished run of the same size and seed stood by the step a run under way has
-    reached (its best validation BLEU up to that step, and its best overall), from its training log;
-    '' for vanilla itself or without that run's log. Not a verdict: a run that climbs faster can level
-    off lower, and the row that lands when the run stops is what the tables compare."""
-    base = baseline_row(rows_by, run.variant, run.size, run.seed)
-    by_then = None if base is None else best_by_step(grid, base, progress.step)
-    if by_then is None:
-        return ""
-    return (
-        f"vanilla's seed-{run.seed} run had {by_then} by the same step (its best: {base['valid']['bleu']} at "
-        f"step {base.get('best_step')})"
-    )
-
-
-def _standing(progress: Progress) -> str:
-    """``best validation BLEU 21.3 so far (step 2000), 3 of 8 evaluations without a new best``."""
-    parts = [
-        "no validation yet"
-        if progress.best_metric is None
-        else f"best validation {progress.metric} {progress.best_metric} so far (step {progress.best_step})"
-    ]
-    if patience := progress.patience_text():
-        parts.append(patience)
-    return ", ".join(parts)
 
 
 def _steps_cell(row: dict[str, Any]) -> str:
