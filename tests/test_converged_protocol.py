@@ -843,3 +843,49 @@ def test_a_checkpoint_saved_with_other_stateful_callbacks_resumes(tmp_path):
     train = _run(tmp_path, "older", max_steps=6, early_stopping_watch_loss=True)["train"]
     assert train["resumed_from_checkpoint"].endswith("checkpoint-2")
     assert (train["global_step"], train["stop_reason"]) == (6, "step cap")  # the loss fell: no plateau
+
+
+def test_runs_named_in_an_order_run_in_that_order_and_dry_run_lists_them_so(tmp_path, experiments, monkeypatch, capsys):
+    """``--runs`` queues named runs in the order given (the converged grid's: the link's seed 2, vanilla's
+    seed 3, the link's seed 3), not the grid's seed-major order; an unknown name is refused."""
+    run_grid = experiments["run_grid"]
+    recipes = {name: f"recipes/configs/bible_es_en_10k_{name}.yaml" for name in ("vanilla", "al_both")}
+    spec = {
+        "name": "ordered",
+        "results": str(tmp_path / "results.jsonl"),
+        "output_root": str(tmp_path / "outputs"),
+        "seeds": [1, 2, 3],
+        "common": {},
+        "sizes": {"10k": {"train_split": "train_10k"}},
+        "variants": {name: {"recipe": recipe} for name, recipe in recipes.items()},
+    }
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    order = ["al_both-10k-seed2", "vanilla-10k-seed3", "al_both-10k-seed3"]
+    assert run_grid.main([str(path), "--runs", ",".join(order), "--dry-run"]) == 0
+    listed = [line.split(": ")[0].split("] ")[1] for line in capsys.readouterr().out.splitlines()]
+    assert listed == order
+
+    started = []
+
+    class Failed:  # each run "fails" at once: the runner starts no new one after, so jobs=3 starts all three
+        def __init__(self, run):
+            self.run = run
+
+        def poll(self):
+            return 1
+
+        def wait(self):
+            return 1
+
+    monkeypatch.setattr(run_grid, "missing_corpora", lambda grid, runs: [])
+    monkeypatch.setattr(
+        run_grid._Running, "start", classmethod(lambda cls, run, processes: started.append(run.name) or Failed(run))
+    )
+    assert run_grid.main([str(path), "--runs", ",".join(order), "--jobs", "3"]) == 1
+    assert started == order
+    with pytest.raises(SystemExit):
+        run_grid.main([str(path), "--runs", "al_both-10k-seed9"])
+    assert "unknown runs ['al_both-10k-seed9']" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run_grid.main([str(path), "--runs", order[0], "--seeds", "2"])

@@ -309,6 +309,19 @@ class Grid:
                     runs.append(run)
         return runs
 
+    def named_runs(self, names: str) -> list[Run]:
+        """The runs named in ``names`` (comma-separated run names, as the results rows and ``--dry-run`` give
+        them), in that order: a grid's remaining runs can be queued in the order that matters (for
+        example the leading variant's seeds first) without editing the grid file between runs."""
+        by_name = {run.name: run for run in self.runs()}
+        chosen = [name.strip() for name in names.split(",") if name.strip()]
+        unknown = [name for name in chosen if name not in by_name]
+        if unknown or not chosen:
+            raise ValueError(f"unknown runs {unknown or [names]}; the grid has {list(by_name)}")
+        if len(set(chosen)) != len(chosen):
+            raise ValueError(f"a run is named twice in {chosen}")
+        return [by_name[name] for name in chosen]
+
     def _run(self, variant: str, size: str, seed: int, extra: dict[str, Any], tag: str = "") -> Run:
         spec = self.variants[variant]
         overrides = {**self.common, **(spec.get("options") or {}), **self.sizes[size], **extra, "seed": seed}

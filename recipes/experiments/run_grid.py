@@ -4,6 +4,7 @@
     python recipes/experiments/run_grid.py GRID --processes 2        # two data-parallel CPU processes per run
     python recipes/experiments/run_grid.py GRID --jobs 8             # eight runs at a time (sharing one GPU)
     python recipes/experiments/run_grid.py GRID --dry-run            # list the runs and their state
+    python recipes/experiments/run_grid.py GRID --runs al_both-10k-seed2,vanilla-10k-seed3   # these, in this order
     python recipes/experiments/run_grid.py GRID --restore --sizes full --processes 2   # see below
 
 A run whose name is already in the results file is skipped; a run with checkpoints in its output
@@ -209,7 +210,8 @@ def _relative(path: Path) -> str:
 def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False, jobs: int = 1) -> bool:
     """Run what is not finished yet, ``jobs`` runs at a time, appending a row as each finishes.
 
-    Runs start in the grid's order (seed-major). Rows are written by this process only, one line per
+    Runs start in the order given (the grid's, seed-major, unless ``--runs`` names an order). Rows are
+    written by this process only, one line per
     finished run, so concurrent runs never interleave in the results file. After a failed run no new
     run starts; the ones already running finish and keep their rows. Returns False when a run failed.
     """
@@ -445,6 +447,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", help="'core', 'all' (default) or a comma-separated list")
     parser.add_argument("--sizes", help="comma-separated sizes (default: all)")
     parser.add_argument("--seeds", help="comma-separated seeds (default: the grid's)")
+    parser.add_argument(
+        "--runs",
+        help="comma-separated run names (as --dry-run lists them), run in this order; instead of --variants, "
+        "--sizes and --seeds",
+    )
     parser.add_argument("--processes", type=int, default=1, help="data-parallel processes per run (accelerate)")
     parser.add_argument(
         "--jobs",
@@ -463,8 +470,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.processes < 1:
         parser.error("--jobs and --processes must be at least 1")
+    if args.runs and (args.variants or args.sizes or args.seeds):
+        parser.error("--runs names the runs itself: leave out --variants, --sizes and --seeds")
     grid = Grid.load(args.grid)
-    runs = grid.runs(args.variants, args.sizes, args.seeds)
+
+    def selected() -> list[Run]:
+        return grid.named_runs(args.runs) if args.runs else grid.runs(args.variants, args.sizes, args.seeds)
+
+    try:
+        runs = selected()
+    except ValueError as error:
+        parser.error(str(error))
     if not args.dry_run and (missing := missing_corpora(grid, runs)):
         for problem in missing:
             print(f"error: {problem}", file=sys.stderr, flush=True)
@@ -475,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     while True:
         if not run_grid(grid, runs, args.processes, args.dry_run, args.jobs):
             return 1
-        runs = grid.runs(args.variants, args.sizes, args.seeds)
+        runs = selected()
         done = {row["run"] for row in grid.finished_rows()}
         if args.dry_run or all(run.name in done or run.waits_for_tuning for run in runs):
             return 0
