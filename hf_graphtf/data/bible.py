@@ -393,13 +393,7 @@ def build_bible_corpus(
         pair.es = case_model.restore(joiner.resolve(pair.es))
 
     records = [pair.record() for pair in pairs]
-    splits = split_by_chapter(records, test_fraction=TEST_FRACTION, valid_fraction=VALID_FRACTION)
-    dropped = {}
-    for name in ("valid", "test"):
-        splits[name], removed = drop_seen_sources(splits[name], splits["train"], src_lang=SRC_LANG)
-        dropped[name] = len(removed)
-    outputs = {**splits, "train_10k": stable_subset(splits["train"], TRAIN_10K_SIZE, salt="train_10k")}
-
+    outputs, split_meta = split_records(records, SRC_LANG, TGT_LANG)
     meta = {
         "name": "bible-es-en",
         "format_version": FORMAT_VERSION,
@@ -407,20 +401,7 @@ def build_bible_corpus(
         "license": "public domain",
         "sources": _sources_meta(path),
         "books": selected,
-        "splits": {
-            name: {
-                "pairs": len(outputs[name]),
-                "avg_words": {lang: _average_words(outputs[name], lang) for lang in (SRC_LANG, TGT_LANG)},
-            }
-            for name in (*SPLIT_NAMES, "train_10k")
-        },
-        "total_pairs": sum(len(splits[name]) for name in SPLIT_NAMES),
-        "split_rule": (
-            f"sha1 of 'Book.Chapter' mapped to [0, 1): < {TEST_FRACTION} test, "
-            f"< {TEST_FRACTION + VALID_FRACTION} valid, else train; valid/test pairs whose source "
-            "also occurs in train are dropped; train_10k ranks train by sha1('train_10k:' + id)"
-        ),
-        "dropped_as_seen_in_train": dropped,
+        **split_meta,
         "alignment": {
             "verses": {role: stats[f"{role}_verses"] for role in ("es", "web", "kjv")},
             "es_kjv_pairs": stats["es_kjv_pairs"],
@@ -431,6 +412,37 @@ def build_bible_corpus(
         },
     }
     return write_corpus(output, outputs, meta)
+
+
+def split_records(
+    records: list[dict[str, Any]], src_lang: str, tgt_lang: str
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """The Bible corpora's splits of ``records`` (ids ``Book.Chapter.Verse``) and what ``meta.json`` says of
+    them: chapters assigned by hash (the same chapters in every pair), valid/test pairs whose source occurs
+    in train dropped, and ``train_10k`` drawn from train by a hash of the id."""
+    splits = split_by_chapter(records, test_fraction=TEST_FRACTION, valid_fraction=VALID_FRACTION)
+    dropped = {}
+    for name in ("valid", "test"):
+        splits[name], removed = drop_seen_sources(splits[name], splits["train"], src_lang=src_lang)
+        dropped[name] = len(removed)
+    outputs = {**splits, "train_10k": stable_subset(splits["train"], TRAIN_10K_SIZE, salt="train_10k")}
+    meta = {
+        "splits": {
+            name: {
+                "pairs": len(outputs[name]),
+                "avg_words": {lang: _average_words(outputs[name], lang) for lang in (src_lang, tgt_lang)},
+            }
+            for name in (*SPLIT_NAMES, "train_10k")
+        },
+        "total_pairs": sum(len(splits[name]) for name in SPLIT_NAMES),
+        "split_rule": (
+            f"sha1 of 'Book.Chapter' mapped to [0, 1): < {TEST_FRACTION} test, "
+            f"< {TEST_FRACTION + VALID_FRACTION} valid, else train; valid/test pairs whose source "
+            "also occurs in train are dropped; train_10k ranks train by sha1('train_10k:' + id)"
+        ),
+        "dropped_as_seen_in_train": dropped,
+    }
+    return outputs, meta
 
 
 def write_corpus(output: Path, outputs: dict[str, list[dict[str, Any]]], meta: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ in KJV versification (``resources/<book number>/<chapter>.json``; John 3:16 is `
 item 15). The English side is the es-en corpus's: the WEB verse aligned to each KJV verse
 (`kjv_web_pairs`), with the KJV as a second reference, so a pair's id is its KJV reference.
 
-The corpus is made as the es-en one is: the same chapter-hash splits (the same chapters are test
+The corpus is made as the es-en one is (`split_records`): the same chapter-hash splits (the same chapters are test
 chapters in both pairs), valid/test pairs whose source occurs in train dropped, a 10,000-pair
 ``train_10k`` drawn the same way, and the sha256 of every file in ``meta.json``. The builder reports
 what does not line up: verses empty or missing on the Chichewa side, and chapters whose Chichewa verse
@@ -31,10 +31,6 @@ from .bible import (
     EDITIONS,
     FORMAT_VERSION,
     OUTPUT_FILES,
-    TEST_FRACTION,
-    TRAIN_10K_SIZE,
-    VALID_FRACTION,
-    _average_words,
     _open_bibles,
     _read_book,
     _reuse_problem,
@@ -43,10 +39,10 @@ from .bible import (
     chapter_texts,
     ensure_sword_modules,
     kjv_web_pairs,
+    split_records,
     write_corpus,
 )
 from .fingerprints import read_meta
-from .splits import SPLIT_NAMES, drop_seen_sources, split_by_chapter, stable_subset
 
 SRC_LANG, TGT_LANG = "ny", "en"
 NAME = "bible-ny-en"
@@ -151,12 +147,7 @@ def build_bible_ny_corpus(
     for book in tqdm(selected, desc="Pairing Bible books", unit="book", disable=not progress):
         english = {role: _read_book(bible, book) for role, bible in bibles.items()}
         records += _book_pairs(book, resources, english, report)
-    splits = split_by_chapter(records, test_fraction=TEST_FRACTION, valid_fraction=VALID_FRACTION)
-    dropped = {}
-    for name in ("valid", "test"):
-        splits[name], removed = drop_seen_sources(splits[name], splits["train"], src_lang=SRC_LANG)
-        dropped[name] = len(removed)
-    outputs = {**splits, "train_10k": stable_subset(splits["train"], TRAIN_10K_SIZE, salt="train_10k")}
+    outputs, split_meta = split_records(records, SRC_LANG, TGT_LANG)
     checks = {
         "empty_or_missing_verses": len(report["empty_or_missing_verses"]),
         "empty_or_missing_verse_ids": report["empty_or_missing_verses"],
@@ -181,20 +172,7 @@ def build_bible_ny_corpus(
             **english_sources,
         },
         "books": selected,
-        "splits": {
-            name: {
-                "pairs": len(outputs[name]),
-                "avg_words": {lang: _average_words(outputs[name], lang) for lang in (SRC_LANG, TGT_LANG)},
-            }
-            for name in (*SPLIT_NAMES, "train_10k")
-        },
-        "total_pairs": sum(len(splits[name]) for name in SPLIT_NAMES),
-        "split_rule": (
-            f"as bible-es-en: sha1 of 'Book.Chapter' mapped to [0, 1): < {TEST_FRACTION} test, "
-            f"< {TEST_FRACTION + VALID_FRACTION} valid, else train; valid/test pairs whose source also occurs "
-            "in train are dropped; train_10k ranks train by sha1('train_10k:' + id)"
-        ),
-        "dropped_as_seen_in_train": dropped,
+        **split_meta,
         "checks": checks,
     }
     return write_corpus(output, outputs, meta)
