@@ -200,3 +200,13 @@ def test_token_batched_run_shows_its_token_budget_not_a_sentence_batch_size():
     results["training"].update(per_device_train_batch_size=8, max_tokens_per_batch=1200)
     card = render_model_card(results, model_id="someone/bible-al")
     assert "| `max_tokens_per_batch` | `1200` |" in card and "per_device_train_batch_size" not in card
+
+
+def test_a_run_resumed_after_its_training_finished_gets_a_card_without_a_training_time():
+    """Killed after training finished and before results.json was written, a rerun evaluates from the
+    checkpoint, whose state records steps and epochs but no training time: the card leaves that row out
+    (it failed to render before)."""
+    results = copy.deepcopy(RESULTS)
+    results["train"] = {"global_step": 11, "epoch": 0.03, "best_checkpoint": None, "resumed_from_checkpoint": "c"}
+    card = render_model_card(results, model_id="someone/x")
+    assert "| steps trained | `11` |" in card and "training time (s)" not in card

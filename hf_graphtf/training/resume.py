@@ -150,7 +150,8 @@ def finished_model_dir(output_dir: str, checkpoint: str) -> str:
 
 
 def earlier_train_record(output_dir: str, checkpoint: str) -> dict[str, Any]:
-    """The ``train`` part of the finished run's results.json, or what its checkpoint records."""
+    """The ``train`` part of the finished run's results.json, or what its checkpoint records (a run stopped
+    after its training finished and before results.json was written: no training time is known then)."""
     try:
         with open(os.path.join(output_dir, RESULTS_FILE), encoding="utf-8") as handle:
             return json.load(handle)["train"]
@@ -159,6 +160,7 @@ def earlier_train_record(output_dir: str, checkpoint: str) -> dict[str, Any]:
             state = json.load(handle)
         return {
             "global_step": state.get("global_step"),
+            "epoch": state.get("epoch"),
             "best_checkpoint": state.get("best_model_checkpoint"),
             "resumed_from_checkpoint": checkpoint,
         }

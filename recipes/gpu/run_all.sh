@@ -46,9 +46,10 @@ export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
 # shared with a training run, checks the plumbing, not the timings, and gets three times as long.
 if [ "$DRY_RUN" = 1 ]; then
     DEVICE=cpu; DTYPE=fp32; SIZE=tiny; CHECK_DTYPES="float32"; STEPS_ARGS=(--steps 3 --warmup 1); LIMIT_SCALE=3
+    MEMORY=(--memory rss)  # the CPU profiler's peak is slow; on CUDA the scripts read the allocator's peak
 else
     DEVICE=cuda; DTYPE=bf16; SIZE=paper; CHECK_DTYPES="float32 bfloat16"; STEPS_ARGS=(--steps 20 --warmup 5)
-    LIMIT_SCALE=1
+    LIMIT_SCALE=1; MEMORY=()
     if ls .whl/*.whl >/dev/null 2>&1; then  # what the GPU image lacks, installed beside it
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
             .whl/*.whl || exit 1
@@ -89,16 +90,17 @@ fi
 if has_step speed; then  # about 4 minutes
     BENCH=(--device "$DEVICE" --dtype "$DTYPE" --size "$SIZE" --no-progress "${STEPS_ARGS[@]}")
     VARIANTS=al-prev-both,graph-half+gate,graph-self_gate
-    run bench_train 100 python3 recipes/benchmarks/train_throughput.py "${BENCH[@]}" --variants "$VARIANTS"
+    run bench_train 100 python3 recipes/benchmarks/train_throughput.py "${BENCH[@]}" "${MEMORY[@]}" --variants "$VARIANTS"
     run bench_generation 70 python3 recipes/benchmarks/generation_throughput.py "${BENCH[@]}" --variants "$VARIANTS"
-    run bench_link_kernels 60 python3 recipes/benchmarks/link_implementations.py "${BENCH[@]}"
+    run bench_link_kernels 60 python3 recipes/benchmarks/link_implementations.py "${BENCH[@]}" "${MEMORY[@]}" \
+        --variants al-prev-both
 fi
 
 if has_step smoke; then  # about 1 minute: train, checkpoint, resume, evaluate through accelerate on one device
     corpus=data/bible-es-en
     smoke=(recipes/train_translation.py recipes/quickstart.yaml --train_split train_10k --vocab_size 2000
         --max_train_minutes 1 --eval_steps 10 --save_steps 10 --max_eval_samples 32 --max_test_samples 32
-        --logging_steps 5 --output_dir /tmp/gpu_smoke)
+        --logging_steps 5 --generation_max_length 32 --output_dir /tmp/gpu_smoke)
     launch=(accelerate launch --num_processes 1 --num_machines 1 --dynamo_backend no --mixed_precision no)
     if [ "$DRY_RUN" = 1 ]; then
         launch+=(--cpu); smoke+=(--use_cpu true)
