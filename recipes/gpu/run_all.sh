@@ -99,7 +99,7 @@ fi
 if has_step smoke; then  # about 1 minute: train, checkpoint, resume, evaluate through accelerate on one device
     corpus=data/bible-es-en
     smoke=(recipes/train_translation.py recipes/quickstart.yaml --train_split train_10k --vocab_size 2000
-        --max_train_minutes 1 --eval_steps 10 --save_steps 10 --max_eval_samples 32 --max_test_samples 32
+        --max_train_minutes 5 --eval_steps 10 --save_steps 10 --max_eval_samples 32 --max_test_samples 32
         --logging_steps 5 --generation_max_length 32 --output_dir /tmp/gpu_smoke)
     launch=(accelerate launch --num_processes 1 --num_machines 1 --dynamo_backend no --mixed_precision no)
     if [ "$DRY_RUN" = 1 ]; then
