@@ -27,7 +27,7 @@ from safetensors.torch import load_file
 
 from hf_graphtf.tokenization import train_joint_tokenizer
 from hf_graphtf.training import parse_recipe_args, run_translation
-from hf_graphtf.training.precision import cpu_has_bf16, resolve_precision
+from hf_graphtf.training.precision import BF16_CPU_ATTENTION, cpu_has_bf16, resolve_attention, resolve_precision
 from hf_graphtf.training.resume import STOP_REASONS
 
 EXPERIMENTS = REPO_ROOT / "recipes" / "experiments"
@@ -239,6 +239,23 @@ def test_auto_precision_takes_bf16_only_on_a_cpu_with_bf16_instructions(tmp_path
     assert not cpu_has_bf16(tmp_path / "absent")  # not Linux: no flags, fp32
     with pytest.raises(ValueError, match="precision must be one of"):
         resolve_precision("fp8", use_cpu=True)
+
+
+def test_auto_attention_takes_the_measured_kernel_for_bf16_on_each_cpu_kind(tmp_path):
+    """bf16 on a CPU with AMX trains with eager attention (SDPA's CPU flash backward was the slow part there);
+    on one with avx512_bf16 alone, with what measured fastest there; sdpa for fp32, on a GPU, and where asked."""
+    amx = _cpuinfo(tmp_path, "avx512f avx512_bf16 amx_bf16 amx_tile")
+    assert resolve_attention("auto", "bf16", on_cpu=True, cpuinfo=amx) == "eager" == BF16_CPU_ATTENTION["amx_bf16"]
+    avx512 = _cpuinfo(tmp_path, "avx512f avx512_bf16")
+    assert resolve_attention("auto", "bf16", on_cpu=True, cpuinfo=avx512) == BF16_CPU_ATTENTION["avx512_bf16"]
+    assert resolve_attention("auto", "fp32", on_cpu=True, cpuinfo=amx) == "sdpa"
+    assert resolve_attention("auto", "bf16", on_cpu=False, cpuinfo=amx) == "sdpa"
+    assert resolve_attention("sdpa", "bf16", on_cpu=True, cpuinfo=amx) == "sdpa"  # asked for: kept
+    with pytest.raises(ValueError, match="attn_implementation must be one of"):
+        resolve_attention("flash", "bf16", on_cpu=True)
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    model_args, _, _ = parse_recipe_args([str(write_recipe(tmp_path / "r.yaml", tiny_recipe(corpus, tmp_path / "o")))])
+    assert model_args.attn_implementation == "sdpa"  # fp32: resolved when the recipe is read, recorded by the run
 
 
 def test_precision_and_the_trainers_own_flags_agree(tmp_path):

@@ -27,7 +27,7 @@ from ..configuration import (
     validate_sizes,
 )
 from ..families import FAMILIES
-from .precision import resolve_precision
+from .precision import resolve_attention, resolve_precision
 
 MODEL_FAMILIES = tuple(FAMILIES)
 RECIPE_SUFFIXES = (".yaml", ".yml")
@@ -83,7 +83,11 @@ class ModelArguments(GraphOptionArguments):
     max_position_embeddings: int = 512
     scale_embedding: bool = field(default=True, metadata={"help": "Multiply embeddings by sqrt(d_model)."})
     attn_implementation: str = field(
-        default="sdpa", metadata={"help": "'sdpa' or 'eager'; attention link supports both."}
+        default="auto",
+        metadata={
+            "help": "'auto', 'sdpa' or 'eager' (the attention link supports both); 'auto' is sdpa, except for a "
+            "bf16 run on a CPU kind where eager measured faster (training.precision.BF16_CPU_ATTENTION)."
+        },
     )
     license: str = field(default="apache-2.0", metadata={"help": "License written into the model card."})
 
@@ -311,6 +315,12 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, TranslationTrainingArguments)
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def check_lengths(model_args: ModelArguments, data_args: DataArguments, training_args: TranslationTrainingArguments):
     """Maximum lengths a fresh model can hold: a sentence longer than ``max_position_embeddings`` would
     index past the position table (an IndexError in the middle of training, or of the test)."""
@@ -405,5 +415,8 @@ def parse_recipe_args(
         _check_recipe_values(recipe_path, recipe, parser)
         parser.set_defaults(**recipe)
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    model_args.attn_implementation = resolve_attention(
+        model_args.attn_implementation, training_args.precision, on_cpu=training_args.use_cpu or not _cuda()
+    )
     check_lengths(model_args, data_args, training_args)
     return model_args, data_args, training_args

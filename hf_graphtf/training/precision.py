@@ -32,6 +32,32 @@ def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     return bool(cpu_flags(cpuinfo) & set(BF16_CPU_FLAGS))
 
 
+#: The attention kernel a bf16 run on a CPU of each kind trains fastest with, at equal loss, as measured
+#: interleaved in one process (`recipes/benchmarks/speed_flags.py --modes fp32,bf16,bf16-eager --dropout 0.4`;
+#: recipes/benchmarks/RESULTS.md, "Attention path under bf16"). On an Intel host with AMX, SDPA's CPU
+#: flash-attention backward takes most of bf16's gain away (bf16 1.21x fp32 with sdpa, 1.88x with eager).
+BF16_CPU_ATTENTION = {"amx_bf16": "eager", "avx512_bf16": "sdpa"}
+ATTENTION_CHOICES = ("auto", "sdpa", "eager")
+
+
+def cpu_kind(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The key of `BF16_CPU_ATTENTION` this CPU falls under (AMX first), None without bf16 instructions."""
+    flags = cpu_flags(cpuinfo)
+    return next((kind for kind in BF16_CPU_ATTENTION if kind in flags), None)
+
+
+def resolve_attention(requested: str, precision: str, on_cpu: bool, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """``sdpa`` or ``eager``: ``auto`` takes the measured fastest for a bf16 run on this kind of CPU
+    (`BF16_CPU_ATTENTION`) and sdpa everywhere else; an explicit choice is kept. The run records it."""
+    if requested not in ATTENTION_CHOICES:
+        raise ValueError(f"attn_implementation must be one of {ATTENTION_CHOICES}; got {requested!r}.")
+    if requested != "auto":
+        return requested
+    if precision == "bf16" and on_cpu:
+        return BF16_CPU_ATTENTION.get(cpu_kind(cpuinfo) or "", "sdpa")
+    return "sdpa"
+
+
 def resolve_precision(requested: str, use_cpu: bool, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """``fp32`` or ``bf16``: ``auto`` becomes bf16 on a GPU that supports it or a CPU with bf16
     instructions, fp32 elsewhere; an explicit choice is kept."""
@@ -46,4 +72,14 @@ def resolve_precision(requested: str, use_cpu: bool, cpuinfo: Path = Path("/proc
     return "bf16" if cpu_has_bf16(cpuinfo) else "fp32"
 
 
-__all__ = ["BF16_CPU_FLAGS", "PRECISIONS", "cpu_flags", "cpu_has_bf16", "resolve_precision"]
+__all__ = [
+    "ATTENTION_CHOICES",
+    "BF16_CPU_ATTENTION",
+    "BF16_CPU_FLAGS",
+    "PRECISIONS",
+    "cpu_flags",
+    "cpu_has_bf16",
+    "cpu_kind",
+    "resolve_attention",
+    "resolve_precision",
+]

@@ -146,6 +146,7 @@ def _run_translation(
             if trainer.state.best_model_checkpoint is None
             else checkpoint_step(trainer.state.best_model_checkpoint),
             "precision": training_args.precision,
+            "attn_implementation": model_args.attn_implementation,
             "validation_bleu": [
                 [entry["step"], entry["eval_bleu"]] for entry in trainer.state.log_history if "eval_bleu" in entry
             ],

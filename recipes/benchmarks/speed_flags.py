@@ -2,6 +2,7 @@
 
     python recipes/benchmarks/speed_flags.py                                  # the grid's shape, 400 steps
     python recipes/benchmarks/speed_flags.py --modes fp32,bf16 --steps 200 --threads 1
+    python recipes/benchmarks/speed_flags.py --modes fp32,bf16,bf16-eager --dropout 0.4   # the attention path
     python recipes/benchmarks/speed_flags.py --json recipes/benchmarks/speed_flags.json   # also as JSON
 
 One process trains one model per mode from the same initial weights on the same real batches (Bible
@@ -47,7 +48,9 @@ from hf_graphtf.training.metrics import corpus_scores
 from hf_graphtf.training.precision import cpu_has_bf16
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MODES = ("fp32", "bf16", "compile", "compile+bf16")
+#: "-eager" runs the model with eager attention instead of SDPA (CPU flash attention's bf16 backward is slow
+#: on some hosts)
+MODES = ("fp32", "bf16", "bf16-eager", "fp32-eager", "compile", "compile+bf16")
 
 
 @dataclass
@@ -76,7 +79,8 @@ def build_modes(names: list[str], config: GraphMarianConfig, seed: int, lr: floa
     modes = []
     for name in names:
         torch.manual_seed(seed)
-        model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation="sdpa").train()
+        attention = "eager" if name.endswith("-eager") else "sdpa"
+        model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation=attention).train()
         step_module = torch.compile(model, dynamic=True) if name.startswith("compile") else model
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
         modes.append(Mode(name, model, step_module, optimizer, get_inverse_sqrt_schedule(optimizer, warmup)))
@@ -154,6 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--vocab", type=int, default=4000)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a grid run: 1 per process)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dropout", type=float, default=0.1, help="residual dropout (the converged grid's: 0.4)")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the measurements to this JSON file")
     args = parser.parse_args(argv)
@@ -186,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         decoder_attention_heads=4,
         encoder_ffn_dim=1024,
         decoder_ffn_dim=1024,
-        dropout=0.1,
+        dropout=args.dropout,
         max_position_embeddings=512,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -250,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     settings = {
         "model": "Marian, d 256, FFN 1024, 4 heads, 3+3 layers, vocab "
-        f"{len(tokenizer)}, dropout 0.1, sdpa (the CPU grids' shape)",
+        f"{len(tokenizer)}, dropout {args.dropout}, sdpa unless the mode says eager (the CPU grids' shape)",
         "CPU bf16 instructions": "yes (avx512_bf16/amx)" if cpu_has_bf16() else "no (AVX2/AVX-512 without bf16)",
         "float fingerprint": float_fingerprint(),
         "training": f"{args.train_split}, token batches of {args.max_tokens}, AdamW (0.9, 0.98) lr 1e-3, inverse-sqrt "

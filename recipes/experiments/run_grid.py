@@ -184,6 +184,8 @@ def results_row(
         "best_step": train.get("best_step"),
         "train_minutes": train.get("train_minutes"),
         "precision": train.get("precision", "fp32"),
+        # the attention kernel it trained with (rows before it was recorded: sdpa, the only default then)
+        "attn_implementation": train.get("attn_implementation", "sdpa"),
         "epochs": round(epochs, 3),
         "resumed_from_step": resumed_from_step,
         "wall_seconds": round(wall_seconds, 1),
