@@ -49,7 +49,6 @@ class Run:
     def progress(self) -> Progress | None:
         """Where the run stands, from the newest whole checkpoint in its output folder (the one training
         resumes from); None without one."""
-        from hf_graphtf.training.budget import trained_seconds_in
         from hf_graphtf.training.checkpoints import newest_complete_checkpoint
         from hf_graphtf.training.plateau import PlateauRule
 
@@ -72,8 +71,6 @@ class Run:
             waited=None if rule is None else rule.replay(history).waited,  # as the resumed run will count
             patience=None if rule is None else rule.patience,
             watch_loss=rule is not None and rule.watch_loss,
-            trained_minutes=trained_seconds_in(checkpoint) / 60,
-            eval_steps=recipe.get("eval_steps"),
         )
 
 
@@ -96,23 +93,6 @@ class Progress:
     waited: int | None
     patience: int | None
     watch_loss: bool
-    #: training minutes over every sitting up to the checkpoint, validation passes included (0 for a
-    #: checkpoint written without the training clock)
-    trained_minutes: float = 0.0
-    #: steps between evaluations, from the run's recipe
-    eval_steps: int | None = None
-
-    def minutes_per_step(self) -> float:
-        """Its pace so far, where it trains (validation passes included); 0 without a clock or a step."""
-        return self.trained_minutes / self.step if self.step else 0.0
-
-    def fewest_minutes_left(self) -> float:
-        """The fewest training minutes the run can still take, at its pace so far: it cannot stop on its
-        plateau before its patience runs out, one evaluation every ``eval_steps``. 0 when that is not
-        known (no early stopping, no interval, no clock)."""
-        if self.waited is None or self.patience is None or not self.eval_steps:
-            return 0.0
-        return (self.patience - self.waited) * self.eval_steps * self.minutes_per_step()
 
     def patience_text(self) -> str:
         """``3 of 8 evaluations without a new best (nor a lower validation loss)``, or "" without early

@@ -255,7 +255,7 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]], here: dict[str, An
             f"{'–' if swing is None else f'{swing[0]:.2f} ({swing[1]:.2f})'} | "
             f"{row['test']['bleu']} | {_minutes(row)} | {row.get('precision') or 'fp32'} |"
         )
-    left = remaining_minutes(grid, rows, {})  # every run without a row at its full price
+    left = remaining_minutes(grid, rows)
     if left is not None:
         count = sum(n for n, _ in left.by_seed.values())
         minutes = sum(m for _, m in left.by_seed.values())

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from grid import REPO_ROOT, Grid, Progress, cpus_differ
+from grid import REPO_ROOT, Grid, cpus_differ
 
 
 def training_seconds(grid: Grid, row: dict[str, Any]) -> float | None:
@@ -208,13 +208,9 @@ class RunsLeft(NamedTuple):
     by_seed: dict[int, tuple[int, float]]
     #: the longest finished run's minutes (the price of tuning runs and of runs waiting for the tuning)
     longest: float
-    #: run under way -> (minutes it has trained, minutes left in the price above)
-    under_way: dict[str, tuple[float, float]]
 
 
-def remaining_minutes(
-    grid: Grid, rows: list[dict[str, Any]], under_way: dict[str, Progress] | None = None
-) -> RunsLeft | None:
+def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> RunsLeft | None:
     """Per seed, how many of the grid's runs have not finished and what they will cost in training minutes
     (a reader decides on the next seed, not on the whole grid), and the longest finished run's minutes;
     None when none is left or none has finished with its minutes.
@@ -224,14 +220,7 @@ def remaining_minutes(
     protocol and the value every variant uses). A tuning run, or any run before the tuning has
     chosen, at the longest finished run: tuning values differ in how long they train until they stop,
     so their mean would price the next value at a guess, and a cautious one serves the reader better.
-
-    A run in ``under_way`` (run name -> where its newest checkpoint stands) is priced in steps at its own
-    pace: the steps its like runs stopped at (mean) less the steps it has trained, times its minutes per
-    step so far, since its pace is measured where it trains, and the finished runs' minutes may come from
-    another host. Where those runs record no steps or the run no clock, its price in minutes less the
-    minutes it has trained. Either way never less than the fewest it can still take
-    (``Progress.fewest_minutes_left``): a run that outlasts its price has not stopped yet."""
-    under_way = under_way or {}
+    A run under way is priced in full: the pages show finished runs only."""
     finished = {row["run"]: row for row in rows}
     to_run = [run for run in grid.runs() if run.name not in finished]
     timed = {name: row for name, row in finished.items() if row.get("train_minutes")}
@@ -246,21 +235,12 @@ def remaining_minutes(
             by_variant.setdefault(run.variant, []).append(timed[run.name])
     chosen = {run.size: [timed[run.name]] for run in cells if run.name in tuning and run.name in timed}
     by_seed: dict[int, tuple[int, float]] = {}
-    started: dict[str, tuple[float, float]] = {}
     for run in to_run:
         if run.name in tuning:
             like = [longest_row]
         else:
             like = by_variant.get(run.variant) or chosen.get(run.size) or [longest_row]
         minutes = statistics.mean(row["train_minutes"] for row in like)
-        if (progress := under_way.get(run.name)) is not None:
-            steps = [row["steps"] for row in like if row.get("steps")]
-            if len(steps) == len(like) and progress.minutes_per_step():
-                minutes = (statistics.mean(steps) - progress.step) * progress.minutes_per_step()
-            else:
-                minutes -= progress.trained_minutes
-            minutes = max(minutes, progress.fewest_minutes_left())
-            started[run.name] = (progress.trained_minutes, minutes)
         count, total = by_seed.get(run.seed, (0, 0.0))
         by_seed[run.seed] = (count + 1, total + minutes)
-    return RunsLeft(dict(sorted(by_seed.items())), longest_row["train_minutes"], started)
+    return RunsLeft(dict(sorted(by_seed.items())), longest_row["train_minutes"])
