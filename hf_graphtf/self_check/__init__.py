@@ -27,6 +27,7 @@ from typing import TextIO
 
 import torch
 
+from ..families import FAMILIES as MODEL_FAMILIES
 from . import reference
 from .matrix import FAMILIES, OPTION_MATRIX, source_batch, target_batch, tiny_model
 from .tolerance import tolerance
@@ -72,7 +73,7 @@ def _close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what: str)
 def check_vanilla(case: Case) -> str:
     """Options off: the same logits and the same beam search as the vanilla class with the same weights."""
     graph = case.model()
-    vanilla_class = _vanilla_class(case.family)
+    vanilla_class = MODEL_FAMILIES[case.family].vanilla_seq2seq_class
     vanilla = vanilla_class(graph.config).to(case.device, case.dtype).eval()
     vanilla.load_state_dict(graph.state_dict())
     if not torch.equal(_logits(graph, case.device), _logits(vanilla, case.device)):
@@ -175,12 +176,6 @@ def check_save_load(case: Case) -> str:
     return _close(_logits(loaded, case.device), _logits(model, case.device), case.dtype, "reloaded logits")
 
 
-def _vanilla_class(family: str):
-    from ..families import FAMILIES as MODEL_FAMILIES
-
-    return MODEL_FAMILIES[family].vanilla_seq2seq_class
-
-
 def versions() -> dict[str, str]:
     """The versions a check ran with, as it prints them."""
     import transformers
@@ -229,8 +224,8 @@ def run_checks(
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}; got {dtype!r}")
     families = list(families or FAMILIES)
     options = list(options or OPTION_MATRIX)
-    for name, known in (("family", FAMILIES), ("option set", OPTION_MATRIX)):
-        unknown = [value for value in (families if name == "family" else options) if value not in known]
+    for name, chosen, known in (("family", families, FAMILIES), ("option set", options, OPTION_MATRIX)):
+        unknown = [value for value in chosen if value not in known]
         if unknown:
             raise ValueError(f"unknown {name} {', '.join(unknown)}; known: {', '.join(known)}")
     from transformers.utils import logging
