@@ -1,6 +1,6 @@
-"""Graph-group attention and Attention Link for Marian and BART translation models.
+"""Graph-group attention and Attention Link for Marian, BART and M2M100 (NLLB-200) translation models.
 
-Importing the package registers both configurations with `AutoConfig` and the models with
+Importing the package registers the configurations with `AutoConfig` and the models with
 `AutoModel` and `AutoModelForSeq2SeqLM`, so `from_pretrained` works on any saved checkpoint. It
 changes nothing in Transformers' pipeline tables: `TranslationPipeline` is used directly, and saved
 checkpoints carry it for `pipeline("translation", model=..., trust_remote_code=True)`.
@@ -8,9 +8,10 @@ checkpoints carry it for `pipeline("translation", model=..., trust_remote_code=T
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
-from .configuration import GraphBartConfig, GraphMarianConfig
+from .configuration import GraphBartConfig, GraphM2M100Config, GraphMarianConfig
 from .families import FAMILIES
 from .modeling_bart import GraphBartForConditionalGeneration, GraphBartModel
+from .modeling_m2m_100 import GraphM2M100ForConditionalGeneration, GraphM2M100Model
 from .modeling_marian import GraphMarianModel, GraphMarianMTModel
 from .transformers_seam import warn_if_untested
 from .translation_pipeline import TranslationPipeline
@@ -28,6 +29,9 @@ __all__ = [
     "GraphBartConfig",
     "GraphBartForConditionalGeneration",
     "GraphBartModel",
+    "GraphM2M100Config",
+    "GraphM2M100ForConditionalGeneration",
+    "GraphM2M100Model",
     "GraphMarianConfig",
     "GraphMarianModel",
     "GraphMarianMTModel",

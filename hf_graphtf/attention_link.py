@@ -8,6 +8,10 @@ layer n computes per head ``S_n = A_n + L_{n-1}`` with ``A_n = Q_n K_n^T * s`` a
 
 then ``P_n = softmax(S_n + mask)``. Scores are carried before the mask, so a mask is never added twice.
 
+``attention_link_gate="learned"`` (not from the paper) weighs the carry per head: ``S_n = A_n + w_n L_{n-1}``
+with ``w_n`` the parameter ``link_gate`` of layer n >= 1, zeros at the start, so a pretrained model with the
+link switched on computes what it computed before and learns how much to link.
+
 Two kernels compute the same thing (`attention_link_kernel`: "auto" picks per device and step):
 
 * **scores** (``attn_implementation="eager"``): materialise ``A_n``, add the carried scores, softmax.
@@ -33,12 +37,13 @@ Transformers.
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
-from .layer_blocks import add_and_norm, attentions_requested, feed_forward
+from .layer_blocks import add_and_norm, attentions_requested, feed_forward, normalizes_before, sublayer_input
 from .transformers_seam import cache_kwargs, project_qkv, sdpa_attention_forward, take_cache
 
 #: attention implementations the link supports; anything else (flash, flex, paged) would drop it
@@ -86,6 +91,17 @@ def check_link_implementation(attn_implementation: str | None) -> None:
             f"attention_link needs attn_implementation 'eager' or 'sdpa'; got {attn_implementation!r}. "
             "Flash and flex kernels cannot add the previous layer's scores to the current ones."
         )
+
+
+def gated(carry: LinkCarry, gate: torch.Tensor | None) -> LinkCarry:
+    """The carry weighted per head by `gate` (shape ``(heads,)``): scores times the weight, or, for the
+    concat kernel, the carried queries times it (the product with the keys is linear in them)."""
+    if gate is None or carry is None:
+        return carry
+    weight = gate.view(1, -1, 1, 1)
+    if isinstance(carry, CarriedScores):
+        return CarriedScores(carry.scores * weight.to(carry.scores.dtype))
+    return CarriedQueryKey(carry.queries * weight.to(carry.queries.dtype), carry.keys)
 
 
 def _additive_mask(attention_mask: torch.Tensor | None, module: nn.Module, scores: torch.Tensor) -> torch.Tensor | None:
@@ -179,6 +195,7 @@ class LinkedAttentionMixin:
         implementation = self.config._attn_implementation
         check_link_implementation(implementation)
         dropout = self.dropout if self.training else 0.0
+        prev_attn = gated(prev_attn, getattr(self, "link_gate", None))  # attention_link_gate="learned"
         if use_score_path(self.link_kernel, implementation, query, prev_attn, attentions_requested(self, kwargs)):
             attend = linked_scores_attention
         else:
@@ -216,18 +233,51 @@ def use_score_path(
     return implementation == "eager" or query.device.type == "cpu" or query.shape[2] == 1
 
 
-def make_linked(attn: nn.Module, cls: type[nn.Module], link_mode: str, link_kernel: str = "auto") -> nn.Module:
+def make_linked(
+    attn: nn.Module,
+    cls: type[nn.Module],
+    link_mode: str,
+    link_kernel: str = "auto",
+    *,
+    learned_gate: bool = False,
+) -> nn.Module:
     """Turn a vanilla attention module into its linked subclass `cls`, in place.
 
-    The link adds no parameters, so the module keeps its weights and names; only its class (and so
-    its forward) changes. Nothing is built twice.
+    The paper's link adds no parameters, so the module keeps its weights and names; only its class (and
+    so its forward) changes. Nothing is built twice. `learned_gate` adds the one new parameter,
+    ``link_gate`` (one weight per head, zeros: the carry starts switched off).
     """
     if not issubclass(cls, type(attn)):
         raise TypeError(f"{cls.__name__} is not a linked form of {type(attn).__name__}")
     attn.__class__ = cls
     attn.link_mode = link_mode
     attn.link_kernel = link_kernel
+    if learned_gate:
+        attn.link_gate = nn.Parameter(torch.zeros(attn.num_heads, device=attn.q_proj.weight.device))
     return attn
+
+
+def _vanilla_layer_init(layer: nn.Module, mixin: type, config, layer_idx: int | None) -> None:
+    """The vanilla layer's ``__init__``, with ``layer_idx`` where it takes one (M2M100's encoder layer does not)."""
+    vanilla_init = super(mixin, layer).__init__
+    if "layer_idx" in inspect.signature(vanilla_init).parameters:
+        vanilla_init(config, layer_idx=layer_idx)
+    else:
+        vanilla_init(config)
+    layer.normalize_before = normalizes_before(config)
+
+
+def _link(layer: nn.Module, attn: nn.Module, config, layer_idx: int | None) -> None:
+    """Make `attn` linked, with a learned gate in layers 1..N-1 when the config asks for one (layer 0
+    receives no carry, so a gate there would be a parameter that never gets a gradient)."""
+    learned_gate = config.attention_link_gate == "learned" and (layer_idx or 0) > 0
+    make_linked(
+        attn,
+        layer.linked_attention_class,
+        config.attention_link_mode,
+        config.attention_link_kernel,
+        learned_gate=learned_gate,
+    )
 
 
 class LinkedEncoderLayerMixin:
@@ -243,14 +293,12 @@ class LinkedEncoderLayerMixin:
     linked_attention_class: type[nn.Module]
 
     def __init__(self, config, layer_idx: int | None = None):
-        super().__init__(config, layer_idx=layer_idx)
-        make_linked(
-            self.self_attn, self.linked_attention_class, config.attention_link_mode, config.attention_link_kernel
-        )
+        _vanilla_layer_init(self, LinkedEncoderLayerMixin, config, layer_idx)
+        _link(self, self.self_attn, config, layer_idx)
 
     def forward(self, hidden_states, attention_mask, prev_attn=None, prev_attn_keys=None, **kwargs):
         attn_output, _, carry = self.self_attn(
-            hidden_states,
+            sublayer_input(self, hidden_states, self.self_attn_layer_norm),
             attention_mask=attention_mask,
             prev_attn=carry_from_tensors(prev_attn, prev_attn_keys),
             **kwargs,
@@ -270,10 +318,9 @@ class LinkedDecoderLayerMixin:
     linked_attention_class: type[nn.Module]
 
     def __init__(self, config, layer_idx: int | None = None):
-        super().__init__(config, layer_idx=layer_idx)
-        mode, kernel = config.attention_link_mode, config.attention_link_kernel
-        make_linked(self.self_attn, self.linked_attention_class, mode, kernel)
-        make_linked(self.encoder_attn, self.linked_attention_class, mode, kernel)
+        _vanilla_layer_init(self, LinkedDecoderLayerMixin, config, layer_idx)
+        _link(self, self.self_attn, config, layer_idx)
+        _link(self, self.encoder_attn, config, layer_idx)
 
     def forward(
         self,
@@ -290,7 +337,7 @@ class LinkedDecoderLayerMixin:
     ):
         cache = take_cache(kwargs)  # `cache` (Transformers >= 5.24) or `past_key_values`
         attn_output, _, self_carry = self.self_attn(
-            hidden_states,
+            sublayer_input(self, hidden_states, self.self_attn_layer_norm),
             attention_mask=attention_mask,
             prev_attn=carry_from_tensors(self_prev_attn, self_prev_attn_keys),
             **cache_kwargs(cache),
@@ -300,7 +347,7 @@ class LinkedDecoderLayerMixin:
         cross_carry = carry_from_tensors(cross_prev_attn, cross_prev_attn_keys)
         if encoder_hidden_states is not None:
             attn_output, _, cross_carry = self.encoder_attn(
-                hidden_states,
+                sublayer_input(self, hidden_states, self.encoder_attn_layer_norm),
                 key_value_states=encoder_hidden_states,
                 attention_mask=encoder_attention_mask,
                 prev_attn=cross_carry,

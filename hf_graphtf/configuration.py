@@ -1,4 +1,4 @@
-"""Configurations for the graph-group and attention-link variants of Marian and BART.
+"""Configurations for the graph-group and attention-link variants of Marian, BART and M2M100 (NLLB-200).
 
 The new fields live in one mixin so that both families validate them the same way. Validation
 raises a plain `ValueError` naming the field, the value and the allowed values, because that is
@@ -15,7 +15,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from transformers import BartConfig, MarianConfig
+from transformers import BartConfig, M2M100Config, MarianConfig
 
 from .graph_fusions import FUSIONS
 
@@ -77,6 +77,14 @@ GRAPH_OPTIONS: tuple[GraphOption, ...] = (
         "concat otherwise). Same results either way.",
     ),
     GraphOption(
+        "attention_link_gate",
+        "none",
+        ("none", "learned"),
+        "Not from the paper: 'learned' weighs the carried scores by a learned per-head weight (`link_gate`, "
+        "zeros at the start), so a pretrained checkpoint with the link on starts exactly where it was; "
+        "'none' adds them as the paper does.",
+    ),
+    GraphOption(
         "graph_attention",
         False,
         None,
@@ -93,6 +101,7 @@ _BY_NAME = {option.name: option for option in GRAPH_OPTIONS}
 ATTENTION_LINK_CHOICES = _BY_NAME["attention_link"].choices
 ATTENTION_LINK_MODES = _BY_NAME["attention_link_mode"].choices
 ATTENTION_LINK_KERNELS = _BY_NAME["attention_link_kernel"].choices
+ATTENTION_LINK_GATES = _BY_NAME["attention_link_gate"].choices
 
 
 def validate_graph_options(config: Any) -> None:
@@ -104,6 +113,12 @@ def validate_graph_options(config: Any) -> None:
     name = type(config).__name__
     for option in GRAPH_OPTIONS:
         option.check(name, getattr(config, option.name))
+    if config.graph_attention and getattr(config, "layer_norm_position", "post") != "post":
+        raise ValueError(
+            f"{name}.graph_attention=True is defined by its papers for post-LN encoders (Marian, BART) only; "
+            f"this family's layers are {config.layer_norm_position}-LN, for which no form is defined. "
+            "Use attention_link here, or a Marian or BART model for graph-group attention."
+        )
     if config.graph_attention and config.attention_link in ("encoder", "both"):
         raise ValueError(
             f"{name}.attention_link={config.attention_link!r} links the encoder, which cannot be combined with "
@@ -161,10 +176,14 @@ def validate_sizes(config: Any) -> None:
 
 
 class GraphOptionsMixin:
-    """Option handling shared by `GraphMarianConfig` and `GraphBartConfig`."""
+    """Option handling shared by the family configs."""
 
     #: the vanilla model type whose checkpoints these configs may load (all options then default)
     vanilla_model_type: ClassVar[str]
+    #: where the family's layers put LayerNorm: "post" (Marian, BART: ``norm(x + f(x))``) or "pre"
+    #: (M2M100/NLLB: ``x + f(norm(x))``, with a final LayerNorm after each stack). The layer blocks
+    #: (`layer_blocks.py`) read it from the config they are built with, so it travels with checkpoints.
+    layer_norm_position: ClassVar[str] = "post"
 
     def _finish_graph_options(self) -> None:
         validate_sizes(self)
@@ -213,6 +232,10 @@ class GraphMarianConfig(GraphOptionsMixin, MarianConfig):
             How the link is computed under `attn_implementation="sdpa"`: `"scores"` (sum materialised
             scores), `"concat"` (one SDPA call on head-dim-concatenated queries and keys) or `"auto"`
             (scores on CPU and for one-row decoding steps, concat otherwise). Same results either way.
+        attention_link_gate (`str`, defaults to `"none"`):
+            Not from the paper. `"learned"` multiplies the carried scores of each linked attention in layers
+            1..N-1 by a learned per-head weight `link_gate`, initialised to zeros: a pretrained checkpoint
+            with the link switched on computes exactly what it computed before, and learns how much to link.
         graph_attention (`bool`, defaults to `False`):
             Replace encoder self-attention in layers 1.. with graph-group attention (high, middle and
             low order subgraphs over the previous and the incremental representation).
@@ -230,6 +253,7 @@ class GraphMarianConfig(GraphOptionsMixin, MarianConfig):
     attention_link: Any = "none"
     attention_link_mode: Any = "previous"
     attention_link_kernel: Any = "auto"
+    attention_link_gate: Any = "none"
     graph_attention: Any = False
     graph_fusion: Any = "gate"
     graph_half_dim: Any = False
@@ -252,6 +276,32 @@ class GraphBartConfig(GraphOptionsMixin, BartConfig):
     attention_link: Any = "none"
     attention_link_mode: Any = "previous"
     attention_link_kernel: Any = "auto"
+    attention_link_gate: Any = "none"
+    graph_attention: Any = False
+    graph_fusion: Any = "gate"
+    graph_half_dim: Any = False
+    graph_shared_qkv: Any = False
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        self._finish_graph_options()
+
+
+class GraphM2M100Config(GraphOptionsMixin, M2M100Config):
+    r"""`M2M100Config` (the architecture of NLLB-200) plus the attention-link options.
+
+    The link fields mean the same as in [`GraphMarianConfig`]. M2M100's layers are pre-LN, for which the
+    graph-group papers define nothing: `graph_attention=True` is refused here.
+    """
+
+    model_type = "graph_m2m_100"
+    vanilla_model_type = "m2m_100"
+    layer_norm_position = "pre"
+
+    attention_link: Any = "none"
+    attention_link_mode: Any = "previous"
+    attention_link_kernel: Any = "auto"
+    attention_link_gate: Any = "none"
     graph_attention: Any = False
     graph_fusion: Any = "gate"
     graph_half_dim: Any = False
@@ -266,6 +316,7 @@ __all__ = [
     "GRAPH_OPTIONS",
     "GRAPH_OPTION_DEFAULTS",
     "GraphBartConfig",
+    "GraphM2M100Config",
     "GraphMarianConfig",
     "GraphOption",
     "validate_graph_options",

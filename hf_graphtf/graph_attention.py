@@ -63,6 +63,8 @@ class GraphEncoderLayerMixin:
     """
 
     group_attention_class: type[nn.Module]
+    #: graph-group attention is defined for post-LN layers only (the config refuses it elsewhere)
+    normalize_before = False
 
     def __init__(self, config, layer_idx: int | None = None):
         super().__init__(config, layer_idx=layer_idx)

@@ -17,9 +17,14 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from .families import FAMILIES
+
 TEMPLATE_PATH = Path(__file__).with_name("model_card_template.md")
 CARD_FILE = "README.md"
-FAMILY_TITLES = {"marian": "Marian (Transformer)", "bart": "BART-architecture"}
+
+
+def _family_title(family: str) -> str:
+    return FAMILIES[family].display_name if family in FAMILIES else family
 
 
 def describe_variant(options: dict[str, Any]) -> str:
@@ -27,7 +32,10 @@ def describe_variant(options: dict[str, Any]) -> str:
     parts = []
     if options.get("attention_link", "none") != "none":
         where = {"encoder": "the encoder", "decoder": "the decoder", "both": "the encoder and the decoder"}
-        parts.append(f"attention link in {where[options['attention_link']]} ({options['attention_link_mode']} scores)")
+        gate = ", learned per-head gate" if options.get("attention_link_gate", "none") == "learned" else ""
+        parts.append(
+            f"attention link in {where[options['attention_link']]} ({options['attention_link_mode']} scores{gate})"
+        )
     if options.get("graph_attention"):
         extras = [name for name in ("graph_half_dim", "graph_shared_qkv") if options.get(name)]
         suffix = f", {', '.join(extras)}" if extras else ""
@@ -165,7 +173,7 @@ def render_model_card(results: dict[str, Any], *, model_id: str) -> str:
         model_id_is_placeholder=model_id.startswith(HUB_ID_PLACEHOLDER),
         model_name=model_id.split("/")[-1],
         family=model["family"],
-        family_title=FAMILY_TITLES.get(model["family"], model["family"]),
+        family_title=_family_title(model["family"]),
         variant_summary=describe_variant(model["options"]),
         parameters_millions=round(model["parameters"] / 1e6, 1),
         model=model,

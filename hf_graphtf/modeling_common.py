@@ -1,7 +1,7 @@
-"""Wiring shared by the Marian and BART families: which layers a stack gets, and the extra outputs.
+"""Wiring shared by the model families: which layers a stack gets, and the extra outputs.
 
-A family module (``modeling_marian.py``, ``modeling_bart.py``) subclasses the vanilla Transformers
-classes with these mixins and names its own layer and attention classes. A stack with no option on
+A family module (``modeling_marian.py``, ``modeling_bart.py``, ``modeling_m2m_100.py``) subclasses the
+vanilla Transformers classes with these mixins and names its own layer and attention classes. A stack with no option on
 is the vanilla stack class itself, so with every option off the model is exactly the vanilla one.
 
 This module travels with saved checkpoints (``trust_remote_code``).
@@ -33,6 +33,7 @@ from .transformers_seam import (
     create_bidirectional_mask,
     decoder_stack_output,
     enable_activation_checkpointing,
+    hf_init,
     is_torchdynamo_compiling,
     merge_with_config_defaults,
     new_decoder_cache,
@@ -61,7 +62,19 @@ class GraphSeq2SeqLMOutput(Seq2SeqLMOutput):
     encoder_graph_gates: tuple[torch.FloatTensor, ...] | None = None
 
 
-class GraphPreTrainedMixin:
+class LinkGateInitMixin:
+    """The vanilla initialisation, and the learned link gate at zero (`attention_link_gate="learned"`): at
+    build time, and when a checkpoint saved without it is loaded (a missing key, which Transformers fills
+    through `_init_weights`). Every class with its own `_init_weights` that can hold linked layers takes it:
+    the models and the encoder and decoder stacks, which Transformers initialises as sub-models."""
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(getattr(module, "link_gate", None), nn.Parameter):
+            hf_init.zeros_(module.link_gate)
+
+
+class GraphPreTrainedMixin(LinkGateInitMixin):
     """Validates the options, builds each module once, and describes the model to engines truthfully.
 
     * ``__init__`` validates the options and runs `PreTrainedModel.__init__` only: each Graph* class
@@ -124,14 +137,15 @@ def _drop_layer(stack: nn.Module) -> bool:
     return stack.training and stack.layerdrop > 0.0 and bool(torch.rand([]) < stack.layerdrop)
 
 
-class GraphEncoderMixin:
+class GraphEncoderMixin(LinkGateInitMixin):
     """Encoder stack with linked layers, or graph-group layers 1..N-1 after a standard layer 0.
 
     What one layer hands to the next is explicit in the loops below: the link carry goes from a
     layer's outputs to the next layer's positional inputs, and the graph's previous representation
     P is the input of the layer before. Nothing is kept in shared state, so an activation-
     checkpointing wrapper around any layer re-runs it on exactly the inputs it first saw.
-    A family class supplies ``embed(input_ids, inputs_embeds)``: its embeddings up to the first layer.
+    A family class supplies ``embed(input_ids, inputs_embeds)``: its embeddings up to the first layer,
+    and a pre-LN family ``final_norm``.
     """
 
     standard_layer_class: type[nn.Module]
@@ -169,7 +183,12 @@ class GraphEncoderMixin:
             hidden_states = self._graph_layers(hidden_states, attention_mask, **kwargs)
         else:
             hidden_states = self._linked_layers(hidden_states, attention_mask, **kwargs)
-        return BaseModelOutput(last_hidden_state=hidden_states)
+        return BaseModelOutput(last_hidden_state=self.final_norm(hidden_states))
+
+    def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """After the last layer: nothing for post-LN families; a pre-LN family's stack applies its final
+        LayerNorm here (M2M100's ``layer_norm``)."""
+        return hidden_states
 
     def _linked_layers(self, hidden_states, attention_mask, **kwargs):
         """LayerDrop skips a layer as fairseq does: its input goes on unchanged, and so does the carry it
@@ -198,7 +217,7 @@ class GraphEncoderMixin:
         return hidden_states
 
 
-class GraphDecoderMixin:
+class GraphDecoderMixin(LinkGateInitMixin):
     """Decoder stack whose self- and cross-attention are linked across layers.
 
     The four carry tensors go from each layer's outputs to the next layer's positional inputs. A
@@ -258,7 +277,11 @@ class GraphDecoderMixin:
                 **cache_kwargs(cache),  # by the name under which a checkpointing wrapper drops it
                 **kwargs,
             )
-        return decoder_stack_output(hidden_states, cache)
+        return decoder_stack_output(self.final_norm(hidden_states), cache)
+
+    def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """As `GraphEncoderMixin.final_norm`."""
+        return hidden_states
 
 
 class GraphGatesOutputMixin:
@@ -298,7 +321,14 @@ class GraphGatesOutputMixin:
         output_graph_gates: bool | None = None,
         **kwargs: Any,
     ):
-        r"""As the vanilla forward; `output_graph_gates=True` also returns `encoder_graph_gates`."""
+        r"""As the vanilla forward; `output_graph_gates=True` also returns `encoder_graph_gates`.
+
+        Training with `labels` builds no KV cache, in every family, as Marian and BART do and M2M100 does not:
+        a cache filled during the forward pass makes a recomputing activation-checkpoint wrapper (FSDP's, as
+        accelerate applies it) see cross-attention keys already cached and fail. Outputs are unchanged.
+        """
+        if self.training and kwargs.get("labels") is not None:
+            kwargs["use_cache"] = False
         if not output_graph_gates:
             return super().forward(
                 input_ids,

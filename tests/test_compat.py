@@ -41,7 +41,8 @@ def test_the_linked_decoder_takes_its_cache_under_either_name(name, family):
     model = tiny_model(family, OPTION_MATRIX["al-dec"])
     input_ids, attention_mask = source_batch()
     decoder, encoder_out = model.get_decoder(), model.get_encoder()(input_ids, attention_mask).last_hidden_state
-    targets = torch.tensor([[0, 14, 15, 16], [0, 18, 19, 20]])
+    start = model.config.decoder_start_token_id  # (M2M100's positions skip pad tokens: start as generate does)
+    targets = torch.tensor([[start, 14, 15, 16], [start, 18, 19, 20]])
     full = decoder(input_ids=targets, encoder_hidden_states=encoder_out, encoder_attention_mask=attention_mask)
     cache = transformers_seam.new_decoder_cache(model.config)
     steps = []

@@ -1,4 +1,4 @@
-"""Fine-tuning a pretrained vanilla checkpoint (an opus-mt or BART stand-in saved locally) with the options on."""
+"""Fine-tuning a pretrained vanilla checkpoint (an opus-mt, BART or NLLB stand-in saved locally) with the options on."""
 
 from __future__ import annotations
 
@@ -19,14 +19,15 @@ from recipe_fixtures import (
 )
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianTokenizer, T5Config
 
-from hf_graphtf import GraphBartForConditionalGeneration, GraphMarianMTModel
 from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS
+from hf_graphtf.families import FAMILIES
 from hf_graphtf.training import parse_recipe_args, run_translation
 from hf_graphtf.training.pretrained import load_pretrained_with_options
 
 OPTIONS = {
     "al-both": {"attention_link": "both"},
     "graph-gate": {"graph_attention": True, "graph_fusion": "gate"},
+    "al-both-learned-gate": {"attention_link": "both", "attention_link_gate": "learned"},
     "graph-shared-self_gate+al-dec": {
         "graph_attention": True,
         "graph_shared_qkv": True,
@@ -43,10 +44,19 @@ def corpus(tmp_path_factory):
     return write_tiny_corpus(tmp_path_factory.mktemp("finetune") / "corpus")
 
 
-@pytest.fixture(scope="module", params=["marian", "bart"])
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
 def stand_in(request, corpus, tmp_path_factory):
     family = request.param
     return family, write_opus_mt_stand_in(tmp_path_factory.mktemp(family) / "vanilla", corpus, family)
+
+
+def _skip_unless_defined(family: str, options: dict) -> None:
+    if options.get("graph_attention") and not FAMILIES[family].supports_graph_attention:
+        pytest.skip(f"graph-group attention is not defined for {family} (pre-LN); its refusal is tested")
+
+
+#: what the recipe adds for a family whose tokenizer has language codes (the corpus is Spanish-English)
+LANGUAGE_CODES = {"m2m_100": {"src_lang_code": "spa_Latn", "tgt_lang_code": "eng_Latn"}}
 
 
 def _requested(**options):
@@ -56,10 +66,11 @@ def _requested(**options):
 @pytest.mark.parametrize("name", sorted(OPTIONS))
 def test_pretrained_weights_land_unchanged_and_only_option_modules_are_new(stand_in, name):
     family, folder = stand_in
+    _skip_unless_defined(family, OPTIONS[name])
     vanilla = AutoModelForSeq2SeqLM.from_pretrained(folder).state_dict()
     loaded_family, model = load_pretrained_with_options(str(folder), _requested(**OPTIONS[name]), "eager")
     assert loaded_family == family
-    assert isinstance(model, {"marian": GraphMarianMTModel, "bart": GraphBartForConditionalGeneration}[family])
+    assert isinstance(model, FAMILIES[family].seq2seq_class)
     state = model.state_dict()
     for key, weight in vanilla.items():
         assert torch.equal(state[key], weight), key  # bit for bit
@@ -69,8 +80,11 @@ def test_pretrained_weights_land_unchanged_and_only_option_modules_are_new(stand
         assert not any(".layers.0." in key for key in new)
         for key in new:  # initialised, not left empty
             assert torch.isfinite(state[key]).all(), key
+    elif OPTIONS[name].get("attention_link_gate") == "learned":
+        assert new and all(key.endswith(".link_gate") and ".layers.0." not in key for key in new), sorted(new)
+        assert all(torch.equal(state[key], torch.zeros_like(state[key])) for key in new)  # zeros, not memory
     else:
-        assert not new, sorted(new)  # attention link adds no parameters
+        assert not new, sorted(new)  # the paper's attention link adds no parameters
     for option, value in OPTIONS[name].items():
         assert getattr(model.config, option) == value
 
@@ -78,10 +92,11 @@ def test_pretrained_weights_land_unchanged_and_only_option_modules_are_new(stand
 @pytest.mark.parametrize("name", ["al-both", "graph-gate"])
 def test_recipe_fine_tunes_saves_and_reloads_with_and_without_the_package(stand_in, corpus, name, tmp_path):
     family, folder = stand_in
+    _skip_unless_defined(family, OPTIONS[name])
     out = tmp_path / "out"
     recipe = tiny_recipe(
         corpus, out, model_name_or_path=str(folder), model_family="marian", max_steps=2, eval_steps=1, save_steps=1,
-        **{"attention_link": "none", **OPTIONS[name]},
+        **{"attention_link": "none", **OPTIONS[name]}, **LANGUAGE_CODES.get(family, {}),
     )  # fmt: skip
     results = run_translation(*parse_recipe_args([str(write_recipe(tmp_path / "recipe.yaml", recipe))]))
     assert results["train"]["global_step"] == 2
@@ -92,6 +107,12 @@ def test_recipe_fine_tunes_saves_and_reloads_with_and_without_the_package(stand_
     assert {"bleu", "chrf"} <= set(results["test"])
     if family == "marian":
         assert isinstance(AutoTokenizer.from_pretrained(out), MarianTokenizer)  # the checkpoint's own tokenizer
+    if family in LANGUAGE_CODES:  # saved so that the model translates es->en again after reloading
+        saved = AutoTokenizer.from_pretrained(out)
+        assert saved.src_lang == "spa_Latn" and saved.tgt_lang == "eng_Latn"
+        assert saved("El rey")["input_ids"][0] == saved.convert_tokens_to_ids("spa_Latn")
+        generation = json.loads((out / "generation_config.json").read_text())
+        assert generation["forced_bos_token_id"] == saved.convert_tokens_to_ids("eng_Latn")
     config = json.loads((out / "config.json").read_text())
     assert config["model_type"] == f"graph_{family}"
 
@@ -118,7 +139,8 @@ def test_recipe_fine_tunes_saves_and_reloads_with_and_without_the_package(stand_
 
 
 def test_half_dim_cannot_reuse_pretrained_attention(stand_in):
-    _, folder = stand_in
+    family, folder = stand_in
+    _skip_unless_defined(family, {"graph_attention": True})
     with pytest.raises(ValueError, match="graph_half_dim replaces the pretrained self-attention"):
         load_pretrained_with_options(str(folder), _requested(graph_attention=True, graph_half_dim=True))
 
@@ -155,3 +177,64 @@ def test_committed_fine_tuning_recipe_runs_on_a_local_copy_of_the_hub_model(corp
     results = run_translation(*parse_recipe_args(argv))
     assert results["model"]["options"]["attention_link"] == "both"
     assert results["train"]["global_step"] == 2 and "bleu" in results["test"]
+
+
+def test_language_codes_are_required_known_and_only_for_tokenizers_that_have_them(corpus, tmp_path):
+    """NLLB marks each side with a language code: a recipe without them, or with one the tokenizer does not
+    know, is refused before anything is tokenized; codes given to a tokenizer without any are refused too."""
+    nllb = write_opus_mt_stand_in(tmp_path / "nllb", corpus, "m2m_100")
+    marian = write_opus_mt_stand_in(tmp_path / "opus", corpus, "marian")
+    cases = [
+        (nllb, {}, "src_lang_code and tgt_lang_code must be set"),
+        (nllb, {"src_lang_code": "spa_Latn", "tgt_lang_code": "en"}, "tgt_lang_code='en' is not a language code"),
+        (marian, {"src_lang_code": "spa_Latn"}, "src_lang_code is set, but this tokenizer"),
+    ]
+    for index, (folder, codes, message) in enumerate(cases):
+        out = tmp_path / f"out{index}"
+        recipe = tiny_recipe(corpus, out, model_name_or_path=str(folder), max_steps=1, attention_link="both", **codes)
+        with pytest.raises(ValueError, match=message):
+            run_translation(*parse_recipe_args([str(write_recipe(tmp_path / f"recipe{index}.yaml", recipe))]))
+        assert not (out / "checkpoint-1").exists()
+
+
+def test_committed_nllb_recipe_runs_on_a_local_copy_of_the_hub_model(corpus, tmp_path):
+    """The NLLB recipe as a user runs it, with the Hub id swapped for a local stand-in and the toy es-en corpus
+    for the Chichewa one (its columns and codes overridden as a user would)."""
+    recipe = REPO_ROOT / "recipes" / "configs" / "finetune_nllb_ny_en_10k_al_both_gate.yaml"
+    assert "model_name_or_path: facebook/nllb-200-distilled-600M" in recipe.read_text(encoding="utf-8")
+    folder = write_opus_mt_stand_in(tmp_path / "nllb-200-distilled-600M", corpus, "m2m_100")
+    overrides = {
+        "model_name_or_path": folder, "corpus": corpus, "src_lang": "es", "src_lang_code": "spa_Latn",
+        "train_split": "train", "output_dir": tmp_path / "out", "max_steps": 2, "eval_steps": 2, "save_steps": 2,
+        "per_device_train_batch_size": 8, "max_source_length": 32, "max_target_length": 24, "test_num_beams": 2,
+        "use_cpu": "true", "disable_tqdm": "true", "warmup_steps": 1,  # (step 1 runs at learning rate 0)
+    }  # fmt: skip
+    argv = [str(recipe)] + [item for name, value in overrides.items() for item in (f"--{name}", str(value))]
+    results = run_translation(*parse_recipe_args(argv))
+    assert results["model"]["family"] == "m2m_100"
+    assert results["model"]["options"]["attention_link_gate"] == "learned"
+    assert results["train"]["global_step"] == 2 and "bleu" in results["test"]
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "out")
+    gates = {name: p for name, p in model.named_parameters() if name.endswith("link_gate")}
+    assert gates and any(p.abs().sum() > 0 for p in gates.values())  # trained away from zero
+
+
+def test_the_learned_gate_starts_exactly_where_the_pretrained_model_was(stand_in):
+    """At step 0 a vanilla checkpoint with the gated link computes the vanilla logits (bit for bit with the
+    score sum; to float rounding with the concat kernel); the paper's link changes them."""
+    family, folder = stand_in
+    vanilla = AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
+    batch = {"input_ids": torch.tensor([[5, 6, 7, 8, vanilla.config.eos_token_id]])}
+    batch["decoder_input_ids"] = torch.tensor([[vanilla.config.decoder_start_token_id, 9, 10, 11]])
+    with torch.no_grad():
+        expected = vanilla(**batch).logits
+        for implementation, kernel in (("eager", "auto"), ("sdpa", "auto"), ("sdpa", "concat")):
+            gated = _requested(attention_link="both", attention_link_gate="learned", attention_link_kernel=kernel)
+            _, model = load_pretrained_with_options(str(folder), gated, implementation)
+            logits = model.eval()(**batch).logits
+            if kernel == "concat":
+                torch.testing.assert_close(logits, expected, rtol=1e-5, atol=1e-5)
+            else:
+                assert torch.equal(logits, expected), (implementation, kernel)
+        _, paper = load_pretrained_with_options(str(folder), _requested(attention_link="both"), "eager")
+        assert not torch.allclose(paper.eval()(**batch).logits, expected)

@@ -19,6 +19,7 @@ from model_matrix import (
 from hf_graphtf.families import FAMILIES as MODEL_FAMILIES
 from hf_graphtf.self_check import reference as ref
 from hf_graphtf.self_check import spec_pairs
+from hf_graphtf.self_check.matrix import supports
 
 VANILLA_CLASSES = {name: family.vanilla_seq2seq_class for name, family in MODEL_FAMILIES.items()}
 options_params = pytest.mark.parametrize("options", list(OPTION_MATRIX), ids=list(OPTION_MATRIX))
@@ -39,6 +40,7 @@ def _forward(model, **extra):
 def test_default_options_are_vanilla_both_ways(family, tmp_path):
     graph = tiny_model(family)
     vanilla = VANILLA_CLASSES[family](graph.config).to(torch.float64).eval()
+    vanilla.generation_config = graph.generation_config  # (M2M100: the forced target-language token)
     assert set(graph.state_dict()) == set(vanilla.state_dict())
     vanilla.load_state_dict(graph.state_dict())
     torch.testing.assert_close(_forward(graph).logits, _forward(vanilla).logits, rtol=0, atol=0)
@@ -132,6 +134,8 @@ def test_link_changes_the_output(family):
     """Guards the tests above against a link that silently does nothing."""
     vanilla = tiny_model(family)
     for options in ("al-enc", "al-dec", "al-both-cum", "graph-gate"):
+        if not supports(family, OPTION_MATRIX[options]):
+            continue
         model = tiny_model(family, OPTION_MATRIX[options])
         model.load_state_dict(vanilla.state_dict(), strict=False)
         assert not torch.allclose(_forward(model).logits, _forward(vanilla).logits)
@@ -197,15 +201,28 @@ def test_bad_option_values_raise_naming_the_field(family, field, value):
 
 
 @pytest.mark.parametrize("link", ["encoder", "both"])
-def test_encoder_link_with_graph_attention_is_refused(family, link):
+def test_encoder_link_with_graph_attention_is_refused(graph_family, link):
     with pytest.raises(ValueError, match="attention_link"):
-        tiny_config(family, {"attention_link": link, "graph_attention": True})
-    tiny_config(family, {"attention_link": "decoder", "graph_attention": True})
+        tiny_config(graph_family, {"attention_link": link, "graph_attention": True})
+    tiny_config(graph_family, {"attention_link": "decoder", "graph_attention": True})
 
 
-def test_half_dim_needs_divisible_heads(family):
+def test_graph_attention_is_refused_for_pre_ln_families():
+    pre_ln = [name for name, family in MODEL_FAMILIES.items() if not family.supports_graph_attention]
+    assert pre_ln == ["m2m_100"]
+    for family in pre_ln:
+        for fusion in ("sum", "gate", "self_gate"):
+            with pytest.raises(ValueError, match=r"graph_attention=True .* post-LN .* pre-LN"):
+                tiny_config(family, {"graph_attention": True, "graph_fusion": fusion})
+        config = tiny_config(family)
+        config.graph_attention = True  # set after construction: caught when a model is built
+        with pytest.raises(ValueError, match="graph_attention"):
+            FAMILIES[family][1](config)
+
+
+def test_half_dim_needs_divisible_heads(graph_family):
     with pytest.raises(ValueError, match="graph_half_dim"):
-        tiny_config(family, {"graph_attention": True, "graph_half_dim": True}, encoder_attention_heads=16)
+        tiny_config(graph_family, {"graph_attention": True, "graph_half_dim": True}, encoder_attention_heads=16)
 
 
 def test_option_changed_after_construction_is_caught_when_building(family):
@@ -227,10 +244,11 @@ def test_other_model_type_checkpoint_is_refused(family, tmp_path):
 def test_link_refuses_kernels_that_would_drop_it(family):
     with pytest.raises(ValueError, match="does not support an attention implementation through torch's flex"):
         tiny_model(family, OPTION_MATRIX["al-both"], attn_implementation="flex_attention")
-    tiny_model(family, OPTION_MATRIX["graph-gate"], attn_implementation="flex_attention")  # no link: allowed
-    linked, graph = tiny_model(family, OPTION_MATRIX["al-dec"]), tiny_model(family, OPTION_MATRIX["graph-gate"])
+    unlinked = "graph-gate" if supports(family, OPTION_MATRIX["graph-gate"]) else "vanilla"
+    tiny_model(family, OPTION_MATRIX[unlinked], attn_implementation="flex_attention")  # no link: allowed
+    linked, other = tiny_model(family, OPTION_MATRIX["al-dec"]), tiny_model(family, OPTION_MATRIX[unlinked])
     assert not linked._supports_flash_attn and not linked._supports_flex_attn
-    assert graph._supports_flash_attn and graph._supports_flex_attn
+    assert other._supports_flash_attn and other._supports_flex_attn
 
 
 def test_link_refuses_kernel_switched_after_loading(family, monkeypatch):

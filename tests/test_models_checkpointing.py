@@ -13,7 +13,7 @@ import warnings
 import pytest
 import torch
 from accelerate.utils.dataclasses import get_module_class_from_name
-from model_matrix import OPTION_MATRIX, tiny_config, tiny_model
+from model_matrix import FAMILIES, OPTION_MATRIX, tiny_config, tiny_model
 from test_models_training import copy_task_batch
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointImpl,
@@ -22,7 +22,6 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
 )
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from hf_graphtf import GraphBartForConditionalGeneration, GraphMarianMTModel
 from hf_graphtf.transformers_seam import enable_activation_checkpointing
 
 options_params = pytest.mark.parametrize("options", list(OPTION_MATRIX), ids=list(OPTION_MATRIX))
@@ -99,7 +98,7 @@ def test_no_split_modules_name_the_layers_built(family, options):
 def test_config_gradient_checkpointing_turns_it_on_for_every_layer(family, options):
     config = tiny_config(family, OPTION_MATRIX[options])
     config.gradient_checkpointing = True
-    model_class = {"marian": GraphMarianMTModel, "bart": GraphBartForConditionalGeneration}[family]
+    model_class = FAMILIES[family][1]
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)  # through the installed version's current name
         model = model_class(config)
@@ -110,16 +109,16 @@ def test_config_gradient_checkpointing_turns_it_on_for_every_layer(family, optio
     assert not hasattr(model.config, "gradient_checkpointing")  # consumed, not saved
 
 
-def test_graph_layer_alone_names_what_it_needs(family):
-    model = tiny_model(family, OPTION_MATRIX["graph-gate"])
+def test_graph_layer_alone_names_what_it_needs(graph_family):
+    model = tiny_model(graph_family, OPTION_MATRIX["graph-gate"])
     layer = model.get_encoder().layers[1]
     with pytest.raises(ValueError, match="needs the previous representation P"):
         layer(torch.zeros(1, 3, 16, dtype=torch.float64), None)
 
 
-def test_zero3_partitioned_weights_take_the_per_module_graph_path(family):
+def test_zero3_partitioned_weights_take_the_per_module_graph_path(graph_family):
     """DeepSpeed ZeRO-3 gathers a parameter only when its own module runs: the fused path must not read it."""
-    model = tiny_model(family, OPTION_MATRIX["graph-shared-gate"])
+    model = tiny_model(graph_family, OPTION_MATRIX["graph-shared-gate"])
     layer = model.get_encoder().layers[1]
     assert layer._can_fuse({})
     layer.self_attn.q_proj.weight.ds_id = 0  # what ZeRO-3 sets on the parameters it partitions

@@ -15,8 +15,9 @@ from recipe_fixtures import BLOCK_PACKAGE
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
 
 from hf_graphtf import TranslationPipeline
+from hf_graphtf.families import FAMILIES as MODEL_FAMILIES
 
-IO_MATRIX = ["vanilla", "al-both-cum", "graph-half-shared-self_gate", "graph-gate+al-dec-cum"]
+IO_MATRIX = ["vanilla", "al-both-cum", "al-dec-cum-gate", "graph-half-shared-self_gate", "graph-gate+al-dec-cum"]
 
 
 REMOTE_LOAD_SCRIPT = BLOCK_PACKAGE + textwrap.dedent(
@@ -72,7 +73,8 @@ def test_saved_folder_carries_code_and_auto_map(family, tmp_path):
     assert config["auto_map"]["AutoConfig"].startswith("configuration.")
     assert config["auto_map"]["AutoModel"].startswith(f"{module}.")
     assert config["auto_map"]["AutoModelForSeq2SeqLM"].startswith(f"{module}.")
-    for name in (f"{module}.py", "configuration.py", "attention_link.py", "graph_attention.py", "layer_blocks.py"):
+    graph = ("graph_attention.py",) if MODEL_FAMILIES[family].supports_graph_attention else ()
+    for name in (f"{module}.py", "configuration.py", "attention_link.py", *graph, "layer_blocks.py"):
         assert (tmp_path / name).exists(), name
 
 
@@ -111,7 +113,7 @@ def test_auto_classes_are_registered(family):
     config = AutoConfig.for_model(f"graph_{family}", d_model=16, encoder_attention_heads=4, decoder_attention_heads=4)
     assert type(config) is config_class
     assert type(AutoModelForSeq2SeqLM.from_config(config)) is model_class
-    assert type(AutoModel.from_config(config)).__name__ == f"Graph{'Marian' if family == 'marian' else 'Bart'}Model"
+    assert type(AutoModel.from_config(config)) is MODEL_FAMILIES[family].base_model_class
 
 
 _REMOTE_PIPELINE = BLOCK_PACKAGE + textwrap.dedent(

@@ -89,9 +89,8 @@ def test_a_dropped_layer_is_the_identity(family, options, stack, dropped, monkey
     assert any(calls)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_layer_0_of_a_graph_encoder_is_never_dropped(family, monkeypatch):
-    model = tiny_model(family, OPTION_MATRIX["graph-gate"], encoder_layerdrop=0.9).train()
+def test_layer_0_of_a_graph_encoder_is_never_dropped(graph_family, monkeypatch):
+    model = tiny_model(graph_family, OPTION_MATRIX["graph-gate"], encoder_layerdrop=0.9).train()
     calls = _scripted_drops(monkeypatch, [True, True, True])
     reference = copy.deepcopy(model)
     del reference.get_encoder().layers[1:]  # only layer 0 ran

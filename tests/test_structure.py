@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS, GRAPH_OPTIONS, GraphBartConfig, GraphMarianConfig
+from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS, GRAPH_OPTIONS
 from hf_graphtf.families import FAMILIES, FAMILY_OF_MODEL_TYPE
 from hf_graphtf.training.arguments import ModelArguments
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hf_graphtf"
 
 
-@pytest.mark.parametrize("config_class", [GraphMarianConfig, GraphBartConfig])
+@pytest.mark.parametrize("config_class", [family.config_class for family in FAMILIES.values()])
 def test_each_config_class_declares_exactly_the_options_with_their_defaults(config_class):
     declared = {name: getattr(config_class, name) for name in GRAPH_OPTION_DEFAULTS}
     assert declared == GRAPH_OPTION_DEFAULTS
@@ -108,10 +108,11 @@ def copied_from_mismatches(path: Path, package: Path = PACKAGE) -> list[str]:
     return problems
 
 
-def test_the_twin_modeling_files_stay_in_step():
-    text = (PACKAGE / "modeling_bart.py").read_text(encoding="utf-8")
-    assert text.count("# Copied from hf_graphtf.modeling_marian.") >= 5
-    assert copied_from_mismatches(PACKAGE / "modeling_bart.py") == []
+@pytest.mark.parametrize(("module", "copies"), [("modeling_bart", 5), ("modeling_m2m_100", 4)])
+def test_the_twin_modeling_files_stay_in_step(module, copies):
+    text = (PACKAGE / f"{module}.py").read_text(encoding="utf-8")
+    assert text.count("# Copied from hf_graphtf.modeling_marian.") >= copies
+    assert copied_from_mismatches(PACKAGE / f"{module}.py") == []
 
 
 def test_the_twin_check_catches_a_change_in_one_twin(tmp_path):
@@ -133,7 +134,7 @@ def test_every_family_is_registered_once_and_read_everywhere():
     import hf_graphtf  # noqa: F401  (registers the Auto classes from FAMILIES)
     from hf_graphtf.training.arguments import MODEL_FAMILIES
 
-    assert MODEL_FAMILIES == tuple(FAMILIES) == ("marian", "bart")
+    assert MODEL_FAMILIES == tuple(FAMILIES) == ("marian", "bart", "m2m_100")
     for family in FAMILIES.values():
         assert FAMILY_OF_MODEL_TYPE[family.model_type] is FAMILY_OF_MODEL_TYPE[family.vanilla_model_type] is family
         config = AutoConfig.for_model(family.model_type)

@@ -4,7 +4,7 @@ Transformers tests every model with the mixin in its ``tests/test_modeling_commo
 ships; the mixin's own helpers from other test folders (export and generation mixins) are not in the
 sdist and are not needed here, so they are stood in for by empty classes. `battery_case(family,
 options)` builds one `unittest.TestCase` class per variant, with a tester that makes tiny configs and
-inputs the way Transformers' Marian and BART testers do. The slow suite runs it
+inputs the way Transformers' Marian, BART and M2M100 testers do. The slow suite runs it
 (``tests/test_transformers_battery.py``) and requires every variant to pass wherever vanilla does.
 """
 
@@ -65,7 +65,7 @@ def import_model_tester_mixin() -> type:
 
 
 class GraphModelTester:
-    """Tiny configs and inputs, as Transformers' Marian/BART testers make them."""
+    """Tiny configs and inputs, as Transformers' Marian/BART/M2M100 testers make them."""
 
     batch_size, seq_length, vocab_size, hidden_size = 4, 7, 99, 16
     num_hidden_layers, num_attention_heads, intermediate_size = 2, 4, 4
@@ -99,12 +99,10 @@ class GraphModelTester:
 
 def battery_case(family: str, name: str, options: dict) -> type:
     """A `unittest.TestCase` running `ModelTesterMixin` on one family and option setting."""
-    from model_matrix import FAMILIES
+    from hf_graphtf.families import FAMILIES
 
-    import hf_graphtf
-
-    config_class, seq2seq_class = FAMILIES[family]
-    base_class = {"marian": hf_graphtf.GraphMarianModel, "bart": hf_graphtf.GraphBartModel}[family]
+    config_class = FAMILIES[family].config_class
+    base_class, seq2seq_class = FAMILIES[family].base_model_class, FAMILIES[family].seq2seq_class
     mixin = import_model_tester_mixin()
 
     def set_up(self):

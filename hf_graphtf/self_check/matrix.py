@@ -10,7 +10,9 @@ import torch
 
 from ..families import FAMILIES as MODEL_FAMILIES
 
-PAD, EOS, VOCAB = 0, 1, 40
+PAD, EOS, BOS, VOCAB = 0, 1, 2, 40
+#: the token that stands for the target language's code in families that force one (M2M100/NLLB)
+TARGET_LANGUAGE = 3
 
 #: family name -> (config class, seq2seq class), from the package's family table
 FAMILIES = {name: (family.config_class, family.seq2seq_class) for name, family in MODEL_FAMILIES.items()}
@@ -23,6 +25,12 @@ OPTION_MATRIX = {
     "al-both": {"attention_link": "both"},
     "al-both-cum": {"attention_link": "both", "attention_link_mode": "cumulative"},
     "al-enc-cum": {"attention_link": "encoder", "attention_link_mode": "cumulative"},
+    "al-both-gate": {"attention_link": "both", "attention_link_gate": "learned"},
+    "al-dec-cum-gate": {
+        "attention_link": "decoder",
+        "attention_link_mode": "cumulative",
+        "attention_link_gate": "learned",
+    },
     "graph-sum": {"graph_attention": True, "graph_fusion": "sum"},
     "graph-gate": {"graph_attention": True, "graph_fusion": "gate"},
     "graph-self_gate": {"graph_attention": True, "graph_fusion": "self_gate"},
@@ -42,6 +50,22 @@ OPTION_MATRIX = {
 }
 
 
+#: per-family changes to the tiny shape: at d=16 a tied LM head makes M2M100 repeat one token from the
+#: first step on, which would leave the generation checks nothing to tell apart (NLLB's own tied head is
+#: checked by the fine-tuning tests' stand-in)
+TINY_OVERRIDES = {"m2m_100": {"tie_word_embeddings": False}}
+
+
+def supports(family: str, options: dict) -> bool:
+    """Whether `family` defines the option set (graph-group attention needs a post-LN family)."""
+    return MODEL_FAMILIES[family].supports_graph_attention or not options.get("graph_attention", False)
+
+
+def options_for(family: str) -> dict[str, dict]:
+    """The rows of `OPTION_MATRIX` that `family` defines."""
+    return {name: options for name, options in OPTION_MATRIX.items() if supports(family, options)}
+
+
 def tiny_config(family: str, options: dict | None = None, **overrides):
     """A 3+3-layer, d=16 model config: small enough for float64 checks in milliseconds."""
     config_class, _ = FAMILIES[family]
@@ -59,13 +83,11 @@ def tiny_config(family: str, options: dict | None = None, **overrides):
         dropout=0.0,
         attention_dropout=0.0,
         activation_dropout=0.0,
-        pad_token_id=PAD,
-        eos_token_id=EOS,
-        bos_token_id=None if family == "marian" else 2,
-        decoder_start_token_id=PAD if family == "marian" else EOS,
+        **MODEL_FAMILIES[family].special_token_ids(pad=PAD, eos=EOS, bos=BOS),
         forced_eos_token_id=None,
         attn_implementation="eager",
     )
+    kwargs.update(TINY_OVERRIDES.get(family, {}))
     kwargs.update(options or {})
     kwargs.update(overrides)
     return config_class(**kwargs)
@@ -85,15 +107,18 @@ def tiny_model(
     torch.manual_seed(seed)
     model = model_class(tiny_config(family, options, **overrides)).to(device, dtype).eval()
     randomize_biases(model)
+    if MODEL_FAMILIES[family].target_language_token:  # generation starts with the target language's code
+        model.generation_config.forced_bos_token_id = TARGET_LANGUAGE
     return model
 
 
 def randomize_biases(model: torch.nn.Module) -> None:
-    """Zero-initialised biases and LayerNorms would hide wrong bias or norm handling: perturb them."""
+    """Zero-initialised biases, LayerNorms and learned link gates would hide wrong bias, norm or gate
+    handling: perturb them (a gate at zero computes what no link computes)."""
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if name.endswith("bias") or "layer_norm" in name or "layernorm" in name:
+            if name.endswith(("bias", "link_gate")) or "layer_norm" in name or "layernorm" in name:
                 param.add_(0.1 * torch.randn(param.shape, generator=generator, dtype=param.dtype).to(param.device))
 
 

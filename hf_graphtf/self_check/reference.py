@@ -3,7 +3,8 @@
 Deliberately naive: explicit per-layer loops, explicit masks, every projection done with
 `F.linear` on the stored weights. Nothing here calls the package's attention, link or graph code,
 so agreement with the model is evidence that the model computes what SPEC.md says. Eval mode
-(no dropout), post-LN layers as in Marian and BART.
+(no dropout); post-LN layers as in Marian and BART, pre-LN layers with a final LayerNorm per stack as
+in M2M100 (read from ``config.layer_norm_position``).
 """
 
 from __future__ import annotations
@@ -29,13 +30,17 @@ def attention(attn, query_states, kv_states, mask, link=None, mode="previous"):
     """Return (output, probabilities, carry) of one attention call, with an optional link term.
 
     `mask` is additive of shape (batch, 1, q_len, k_len) or None; `link` is the previous layer's
-    carry: its raw scaled scores A (mode "previous") or its linked scores S (mode "cumulative").
+    carry: its raw scaled scores A (mode "previous") or its linked scores S (mode "cumulative"), weighted
+    per head by the module's ``link_gate`` where it has one (``attention_link_gate="learned"``).
     """
     heads = attn.num_heads
     q = _heads(_linear(attn.q_proj, query_states), heads)
     k = _heads(_linear(attn.k_proj, kv_states), heads)
     v = _heads(_linear(attn.v_proj, kv_states), heads)
     scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # A_n
+    gate = getattr(attn, "link_gate", None)
+    if link is not None and gate is not None:
+        link = link * gate.view(1, -1, 1, 1)  # w_n L_{n-1}
     linked = scores if link is None else scores + link  # S_n
     probs = torch.softmax(linked if mask is None else linked + mask, dim=-1)
     out = (probs @ v).transpose(1, 2).reshape(query_states.shape[0], query_states.shape[1], -1)
@@ -43,14 +48,31 @@ def attention(attn, query_states, kv_states, mask, link=None, mode="previous"):
     return _linear(attn.out_proj, out), probs, carry
 
 
-def _ffn_block(layer, h):
-    act = layer.activation_fn
-    ff = _linear(layer.fc2, act(_linear(layer.fc1, h)))
-    return F.layer_norm(h + ff, h.shape[-1:], layer.final_layer_norm.weight, layer.final_layer_norm.bias)
-
-
 def _norm(ln, x):
     return F.layer_norm(x, x.shape[-1:], ln.weight, ln.bias)
+
+
+def _pre_ln(config) -> bool:
+    return getattr(config, "layer_norm_position", "post") == "pre"
+
+
+def _block(config, ln, h, sublayer):
+    """One residual block: ``LN(h + f(h))`` post-LN, ``h + f(LN(h))`` pre-LN. `sublayer` returns
+    (update, *extras); the extras come back after the new h."""
+    update, *extras = sublayer(_norm(ln, h) if _pre_ln(config) else h)
+    return (h + update if _pre_ln(config) else _norm(ln, h + update)), *extras
+
+
+def _ffn_block(layer, h, config=None):
+    def ffn(x):
+        return (_linear(layer.fc2, layer.activation_fn(_linear(layer.fc1, x))),)
+
+    return _block(config, layer.final_layer_norm, h, ffn)[0]
+
+
+def _final_norm(config, stack, h):
+    """Pre-LN stacks end with a LayerNorm (M2M100's ``layer_norm``); post-LN ones end with the last layer."""
+    return _norm(stack.layer_norm, h) if _pre_ln(config) else h
 
 
 def padding_mask(attention_mask, q_len, dtype):
@@ -101,14 +123,19 @@ def encoder(model, x, attention_mask):
             gates.append(gate)
             new_h = _ffn_block(layer, _norm(layer.self_attn_layer_norm, full + g))
         else:
-            a, probs, carry = attention(
-                layer.self_attn, h, h, mask, link if link_on else None, config.attention_link_mode
+            new_h, probs, carry = _block(
+                config,
+                layer.self_attn_layer_norm,
+                h,
+                lambda x, layer=layer, link=link: attention(
+                    layer.self_attn, x, x, mask, link if link_on else None, config.attention_link_mode
+                ),
             )
             link = carry
-            new_h = _ffn_block(layer, _norm(layer.self_attn_layer_norm, h + a))
+            new_h = _ffn_block(layer, new_h, config)
         probs_all.append(probs)
         previous, h = h, new_h
-    return h, probs_all, gates
+    return _final_norm(config, enc, h), probs_all, gates
 
 
 def decoder_logits(model, y, encoder_out, attention_mask):
@@ -123,16 +150,29 @@ def decoder_logits(model, y, encoder_out, attention_mask):
     self_probs, cross_probs = [], []
     h = y
     for layer in dec.layers:
-        a, p_self, self_carry = attention(layer.self_attn, h, h, self_mask, self_link, mode)
-        h = _norm(layer.self_attn_layer_norm, h + a)
-        a, p_cross, cross_carry = attention(layer.encoder_attn, h, encoder_out, cross_mask, cross_link, mode)
-        h = _norm(layer.encoder_attn_layer_norm, h + a)
-        h = _ffn_block(layer, h)
+        h, p_self, self_carry = _block(
+            config,
+            layer.self_attn_layer_norm,
+            h,
+            lambda x, layer=layer, link=self_link: attention(layer.self_attn, x, x, self_mask, link, mode),
+        )
+        h, p_cross, cross_carry = _block(
+            config,
+            layer.encoder_attn_layer_norm,
+            h,
+            lambda x, layer=layer, link=cross_link: attention(
+                layer.encoder_attn, x, encoder_out, cross_mask, link, mode
+            ),
+        )
+        h = _ffn_block(layer, h, config)
         if link_on:
             self_link, cross_link = self_carry, cross_carry
         self_probs.append(p_self)
         cross_probs.append(p_cross)
-    logits = F.linear(h, model.lm_head.weight) + model.final_logits_bias
+    h = _final_norm(config, dec, h)
+    logits = F.linear(h, model.lm_head.weight)
+    if hasattr(model, "final_logits_bias"):  # Marian and BART; M2M100 has none
+        logits = logits + model.final_logits_bias
     return logits, self_probs, cross_probs
 
 

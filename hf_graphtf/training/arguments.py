@@ -125,8 +125,16 @@ class DataArguments:
         default=None, metadata={"help": "Hub dataset configuration, for Hub ids not known by short name."}
     )
     corpus_name: str | None = field(default=None, metadata={"help": "Name shown in the model card."})
-    src_lang: str = "es"
-    tgt_lang: str = "en"
+    src_lang: str = field(default="es", metadata={"help": "The corpus's source column (e.g. 'es', 'ny')."})
+    tgt_lang: str = field(default="en", metadata={"help": "The corpus's target column."})
+    src_lang_code: str | None = field(
+        default=None,
+        metadata={"help": "For tokenizers with language codes (NLLB-200, M2M100): the source's, e.g. 'nya_Latn'."},
+    )
+    tgt_lang_code: str | None = field(
+        default=None,
+        metadata={"help": "The target's language code, e.g. 'eng_Latn'; generation is forced to start with it."},
+    )
     train_split: str = field(default="train", metadata={"help": "e.g. 'train_10k' for the 10K Bible subset."})
     validation_split: str = "valid"
     test_split: str = "test"

@@ -22,9 +22,10 @@ def build_model(
     """A fresh model of the chosen family and options, or the saved one named by ``model_name_or_path``
     with the options switched on (see `load_pretrained_with_options`; its family is the checkpoint's).
 
-    Special tokens of a fresh model come from the tokenizer; the decoder starts from the pad token, as
-    in Marian. The generation settings used for evaluation are stored in the model's generation config,
-    so the saved model translates the same way by default.
+    Special tokens of a fresh model come from the tokenizer, placed by the family's conventions (the
+    family table: Marian's decoder starts from the pad token, BART's and M2M100's from EOS). The generation
+    settings used for evaluation are stored in the model's generation config, so the saved model
+    translates the same way by default.
     """
     if model_args.model_name_or_path is not None:
         _, model = load_pretrained_with_options(
@@ -36,11 +37,12 @@ def build_model(
                 f"{model.config.vocab_size} embeddings: use the checkpoint's own tokenizer."
             )
     else:
-        config = FAMILIES[model_args.model_family].config_class(
+        family = FAMILIES[model_args.model_family]
+        config = family.config_class(
             vocab_size=len(tokenizer),
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            decoder_start_token_id=tokenizer.pad_token_id,
+            **family.special_token_ids(
+                pad=tokenizer.pad_token_id, eos=tokenizer.eos_token_id, bos=tokenizer.bos_token_id
+            ),
             forced_eos_token_id=tokenizer.eos_token_id,
             **model_args.size_options(),
             **model_args.graph_options(),

@@ -30,6 +30,7 @@ from .checkpoints import (
 from .data import build_tokenizer, load_splits, tokenize_splits
 from .evaluation import evaluate_test_split
 from .hub import card_model_id, create_hub_repo, upload_to_hub
+from .language_codes import apply_language_codes
 from .log_lines import announce
 from .metrics import build_compute_metrics
 from .models import build_model
@@ -101,6 +102,9 @@ def _run_translation(
         model = AutoModelForSeq2SeqLM.from_pretrained(
             finished_model_dir(training_args.output_dir, checkpoint), attn_implementation=model_args.attn_implementation
         )
+    codes = apply_language_codes(tokenizer, model, data_args)  # before tokenizing: NLLB's codes mark each side
+    if codes:
+        announce(training_args, codes)
     announce(training_args, "tokenizing " + ", ".join(f"{len(split):,} {role}" for role, split in splits.items()))
     tokenized = tokenize_splits(splits, tokenizer, data_args, training_args)
 

@@ -1,6 +1,6 @@
 """What the benchmark scripts share: model shapes, the variants, models built from config, batches, CLI flags.
 
-Every script compares a variant with vanilla Marian (or BART) of the same shape on the same batch, so
+Every script compares a variant with vanilla Marian (or BART, or M2M100) of the same shape on the same batch, so
 the shapes and the variant list live here, once. Models are built from config with random weights:
 throughput and memory do not depend on the values of the weights, and nothing has to be downloaded.
 """
@@ -22,11 +22,9 @@ except ImportError:  # a checkout without `pip install -e .`: the package is two
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import hf_graphtf  # noqa: F401
 
-from transformers import BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel
+from hf_graphtf.families import FAMILIES
 
-from hf_graphtf import GraphBartConfig, GraphBartForConditionalGeneration, GraphMarianConfig, GraphMarianMTModel
-
-PAD, EOS = 0, 1
+PAD, EOS, BOS = 0, 1, 2
 FIRST_WORD = 3  # ids below are special tokens
 
 
@@ -99,33 +97,28 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
-def select_variants(spec: str) -> list[Variant]:
-    """``all``, ``al``, ``graph``, ``aa`` or a comma-separated list of names (groups may be mixed in)."""
+def select_variants(spec: str, family: str = "marian") -> list[Variant]:
+    """``all``, ``al``, ``graph``, ``aa`` or a comma-separated list of names (groups may be mixed in).
+
+    For a family without graph-group attention (M2M100: pre-LN), ``all`` means every other variant, and
+    naming a graph variant or group is an error that says why.
+    """
+    graph_ok = FAMILIES[family].supports_graph_attention
     chosen: list[Variant] = []
     for item in (s.strip() for s in spec.split(",") if s.strip()):
         if item == "all":
-            group = list(VARIANTS.values())
+            group = [v for v in VARIANTS.values() if graph_ok or v.kind != "graph"]
         elif item in ("al", "graph"):
             group = [v for v in VARIANTS.values() if v.kind == item]
         elif item in VARIANTS:
             group = [VARIANTS[item]]
         else:
             raise SystemExit(f"unknown variant {item!r}; choose from all, al, graph, {', '.join(VARIANTS)}")
+        if not graph_ok and any(v.kind == "graph" for v in group):
+            raise SystemExit(f"{item!r}: graph-group attention is defined for post-LN families only, not {family!r}")
         chosen += [v for v in group if v not in chosen]
     return chosen
 
-
-FAMILIES = {
-    # family -> (vanilla config, vanilla model, graph config, graph model, special token ids)
-    "marian": (MarianConfig, MarianMTModel, GraphMarianConfig, GraphMarianMTModel, {"decoder_start_token_id": PAD}),
-    "bart": (
-        BartConfig,
-        BartForConditionalGeneration,
-        GraphBartConfig,
-        GraphBartForConditionalGeneration,
-        {"decoder_start_token_id": EOS, "bos_token_id": 2},
-    ),
-}
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -142,11 +135,9 @@ def config_kwargs(shape: Shape, family: str, attn_implementation: str, max_lengt
         encoder_ffn_dim=shape.ffn_dim,
         decoder_ffn_dim=shape.ffn_dim,
         max_position_embeddings=max(1024, max_length + 2),
-        pad_token_id=PAD,
-        eos_token_id=EOS,
         forced_eos_token_id=None,
         attn_implementation=attn_implementation,
-        **FAMILIES[family][4],
+        **FAMILIES[family].special_token_ids(pad=PAD, eos=EOS, bos=BOS),
     )
 
 
@@ -168,16 +159,16 @@ def build_model(
     wrapper's overhead and, since it computes the same thing, the noise floor of the measurement.
     `link_kernel` sets ``attention_link_kernel`` of linked variants (None: the package default).
     """
-    vanilla_config, vanilla_model, graph_config, graph_model, _ = FAMILIES[family]
+    family_entry = FAMILIES[family]
     kwargs = config_kwargs(shape, family, attn_implementation, max_length)
     torch.manual_seed(seed)
     if variant is None:
-        model = vanilla_model(vanilla_config(**kwargs))
+        model = family_entry.vanilla_seq2seq_class(family_entry.vanilla_config_class(**kwargs))
     else:
         options = dict(variant.options)
         if link_kernel is not None and variant.kind == "al":
             options["attention_link_kernel"] = link_kernel
-        model = graph_model(graph_config(**kwargs, **options))
+        model = family_entry.seq2seq_class(family_entry.config_class(**kwargs, **options))
     return model.to(device=device, dtype=dtype)
 
 

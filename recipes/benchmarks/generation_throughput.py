@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     start = run_start()
 
     threads = set_threads(args.threads)
-    shape, variants = resolve_shape(args), select_variants(args.variants)
+    shape, variants = resolve_shape(args), select_variants(args.variants, args.family)
     new_tokens = args.new_tokens or shape.length
     sync = synchronizer(args.device)
     batch = random_batch(shape, seed=args.seed, device=args.device)

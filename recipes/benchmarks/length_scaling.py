@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     start = run_start()
 
     threads = set_threads(args.threads)
-    shape, variants = resolve_shape(args), select_variants(args.variants)
+    shape, variants = resolve_shape(args), select_variants(args.variants, args.family)
     lengths = [int(x) for x in args.lengths.split(",")]
     sync = synchronizer(args.device)
     build = dict(

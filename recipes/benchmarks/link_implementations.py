@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
 
     threads = set_threads(args.threads)
     shape = resolve_shape(args)
-    variants = [v for v in select_variants(args.variants) if v.kind == "al"]
+    variants = [v for v in select_variants(args.variants, args.family) if v.kind == "al"]
     batch = random_batch(shape, seed=args.seed, device=args.device)
     units = {"train tok/s": target_tokens(batch), "greedy sent/s": shape.batch_size}
     setups = (*VANILLA, *linked_setups(args.device))

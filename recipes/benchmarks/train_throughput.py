@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     start = run_start()
 
     threads = set_threads(args.threads)
-    shape, variants = resolve_shape(args), select_variants(args.variants)
+    shape, variants = resolve_shape(args), select_variants(args.variants, args.family)
     dtype, sync = DTYPES[args.dtype], synchronizer(args.device)
     batch = random_batch(shape, seed=args.seed, device=args.device)
     src_len, tgt_len = batch["input_ids"].shape[1], batch["labels"].shape[1]
