@@ -300,9 +300,8 @@ def nllb_stand_in_tokenizer(texts: list[str]):
 
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
     bpe.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
-    bpe.train_from_iterator(
-        texts, trainers.BpeTrainer(vocab_size=200, special_tokens=["<s>", "<pad>", "</s>", "<unk>"], show_progress=False)
-    )
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=200, special_tokens=specials, show_progress=False))
     model = json.loads(bpe.to_str())["model"]
     merges = [tuple(merge.split(" ")) if isinstance(merge, str) else tuple(merge) for merge in model["merges"]]
     return NllbTokenizer(
