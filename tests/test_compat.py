@@ -130,3 +130,18 @@ def test_check_fails_when_the_decoder_loses_its_cache(monkeypatch, capsys):
 def test_check_refuses_an_unknown_option_set(capsys):
     assert cli.main(["check", "--options", "no-such-option"]) != 0
     assert "unknown option set no-such-option" in capsys.readouterr().err
+
+
+def test_check_covers_the_nllb_family_and_its_refusal_of_graph_attention(capsys, monkeypatch):
+    assert cli.main(["check", "--families", "m2m_100", "--options", "vanilla", "al-both-gate", "graph-gate"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS  m2m_100 vanilla" in out and "identical to M2M100ForConditionalGeneration" in out
+    assert "PASS  m2m_100 al-both-gate                 SPEC re-computation" in out
+    assert "PASS  m2m_100 graph-gate                   not defined: refused" in out
+    # a config that builds an option set its family does not define fails the check (here: Marian's, as
+    # though graph attention were not defined for it)
+    from hf_graphtf import self_check
+
+    monkeypatch.setattr(self_check, "supports", lambda family, options: False)
+    assert cli.main(["check", "--families", "marian", "--options", "graph-gate"]) == 1
+    assert "built, though the family does not define it" in capsys.readouterr().out

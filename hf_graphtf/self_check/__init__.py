@@ -29,7 +29,7 @@ import torch
 
 from ..families import FAMILIES as MODEL_FAMILIES
 from . import reference
-from .matrix import FAMILIES, OPTION_MATRIX, source_batch, target_batch, tiny_model
+from .matrix import FAMILIES, OPTION_MATRIX, source_batch, supports, target_batch, tiny_config, tiny_model
 from .tolerance import tolerance
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
@@ -75,6 +75,7 @@ def check_vanilla(case: Case) -> str:
     graph = case.model()
     vanilla_class = MODEL_FAMILIES[case.family].vanilla_seq2seq_class
     vanilla = vanilla_class(graph.config).to(case.device, case.dtype).eval()
+    vanilla.generation_config = graph.generation_config  # (M2M100: the forced target-language token)
     vanilla.load_state_dict(graph.state_dict())
     if not torch.equal(_logits(graph, case.device), _logits(vanilla, case.device)):
         raise CheckFailed(f"logits differ from {vanilla_class.__name__}'s with the same weights")
@@ -196,8 +197,23 @@ def device_description(device: str) -> str:
     return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
 
 
+def check_refused(case: Case) -> str:
+    """An option set the family does not define (graph-group attention on a pre-LN family) is refused when
+    the config is made, naming the field, rather than built into a model nobody defined."""
+    try:
+        tiny_config(case.family, OPTION_MATRIX[case.options])
+    except ValueError as error:
+        if "graph_attention" not in str(error):
+            raise CheckFailed(f"refused for another reason: {error}") from error
+        return "refused at config time, naming graph_attention"
+    raise CheckFailed("built, though the family does not define it")
+
+
 def checks_for(case: Case) -> list[tuple[str, Callable[[], str]]]:
-    """The named checks of one case: vanilla equivalence for the options-off model, the rest for all."""
+    """The named checks of one case: vanilla equivalence for the options-off model, the rest for all; for an
+    option set the family does not define, only that its config refuses it."""
+    if not supports(case.family, OPTION_MATRIX[case.options]):
+        return [("not defined: refused", lambda: check_refused(case))]
     checks: list[tuple[str, Callable[[], str]]] = []
     if not OPTION_MATRIX[case.options]:
         checks.append(("vanilla equivalence", lambda: check_vanilla(case)))
