@@ -157,6 +157,14 @@ def test_a_checkpoint_of_ours_keeps_its_options_and_refuses_others(stand_in, tmp
         load_pretrained_with_options(str(tmp_path / "linked"), _requested(attention_link="encoder"))
 
 
+def test_a_checkpoint_of_ours_with_every_option_off_takes_options_like_a_vanilla_one(stand_in, tmp_path):
+    _, folder = stand_in
+    _, plain = load_pretrained_with_options(str(folder), dict(GRAPH_OPTION_DEFAULTS))
+    plain.save_pretrained(tmp_path / "plain")  # our model type, every option off
+    _, linked = load_pretrained_with_options(str(tmp_path / "plain"), _requested(attention_link="both"))
+    assert linked.config.attention_link == "both"
+
+
 def test_other_model_types_are_refused_before_loading_weights(tmp_path):
     T5Config(d_model=8, num_layers=1, num_heads=1, d_ff=8, d_kv=8).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="model type 't5' cannot be fine-tuned"):

@@ -39,10 +39,12 @@ def resolve_options(
 ) -> dict[str, Any]:
     """The options the loaded model gets.
 
-    A vanilla checkpoint takes the requested options. A checkpoint of this package keeps its own;
+    A vanilla checkpoint takes the requested options, and so does one of this package saved with every
+    option off (it is a vanilla model under our model type). A checkpoint with options on keeps its own;
     a recipe left at the defaults inherits them, any other request must match them exactly.
     """
-    if not saved_model_type.startswith("graph_"):
+    saved = {name: saved_config.get(name, default) for name, default in GRAPH_OPTION_DEFAULTS.items()}
+    if not saved_model_type.startswith("graph_") or saved == GRAPH_OPTION_DEFAULTS:
         if requested["graph_attention"] and requested["graph_half_dim"]:
             raise ValueError(
                 f"{source}: graph_half_dim replaces the pretrained self-attention with d_model/2 projections, so "
@@ -50,7 +52,6 @@ def resolve_options(
                 "a half-dim model from scratch (no model_name_or_path)."
             )
         return dict(requested)
-    saved = {name: saved_config.get(name, default) for name, default in GRAPH_OPTION_DEFAULTS.items()}
     if requested == GRAPH_OPTION_DEFAULTS:
         return saved
     differing = {name: (saved[name], value) for name, value in requested.items() if saved[name] != value}
