@@ -38,6 +38,20 @@ def _load(name: str):
     return module
 
 
+def test_nllb_family_compares_with_vanilla_m2m100_and_names_what_it_lacks() -> None:
+    """``--family m2m_100``: every variant the family defines against vanilla M2M100; a graph variant is
+    refused with the reason, not dropped silently."""
+    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parents[1]), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, str(BENCHMARKS / "train_throughput.py"), *FAST, "--family", "m2m_100"]
+    result = subprocess.run([*command, "--variants", "all"], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = [row[0] for row in _table_rows(result.stdout)]
+    assert "al-prev-both-gate" in names and not any(name.startswith("graph") for name in names)
+    assert "model: m2m_100" in result.stdout
+    refused = subprocess.run([*command, "--variants", "graph-gate"], capture_output=True, text=True, env=env)
+    assert refused.returncode != 0 and "post-LN families only" in refused.stderr
+
+
 def _table_rows(stdout: str) -> list[list[str]]:
     """The body rows of the Markdown table in `stdout`, as lists of stripped cells."""
     lines = [line for line in stdout.splitlines() if line.startswith("|")]

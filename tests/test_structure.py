@@ -184,3 +184,29 @@ def test_a_new_fusion_is_one_registration(monkeypatch):
     config = type(model.config)(**{**model.config.to_dict(), "graph_shared_qkv": False})
     base = forward_flops(type(config)(**{**config.to_dict(), "graph_fusion": "sum"}), 2, 7, 5)
     assert forward_flops(config, 2, 7, 5) - base == 2 * flops(2 * 7, config.d_model)
+
+
+def test_family_names_appear_only_in_the_family_table_and_as_defaults():
+    """A family is named in `families.py` (and its config's model types); elsewhere only as a default value
+    or a per-family tiny-shape fact of the test matrix. A new table keyed by family names fails this test:
+    it belongs in `ModelFamily`."""
+    import ast
+    from collections import Counter
+
+    root = PACKAGE.parent
+    allowed = Counter(
+        {
+            "hf_graphtf/families.py": len(FAMILIES),
+            "hf_graphtf/configuration.py": len(FAMILIES),  # each config's vanilla_model_type
+            "hf_graphtf/training/arguments.py": 1,  # model_family's default
+            "hf_graphtf/self_check/matrix.py": 1,  # TINY_OVERRIDES
+            "recipes/make_configs.py": 2,  # the NLLB setting's family, and the default
+            "recipes/benchmarks/common.py": 3,  # the scripts' default family
+        }
+    )
+    found: Counter = Counter()
+    for path in [*PACKAGE.rglob("*.py"), *(root / "recipes").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in FAMILIES:
+                found[str(path.relative_to(root))] += 1
+    assert found == allowed

@@ -88,6 +88,7 @@ VARIANTS: dict[str, Variant] = {
     for v in (
         Variant("aa", "aa"),
         *(_al(mode, stacks) for mode in ("previous", "cumulative") for stacks in ("encoder", "decoder", "both")),
+        Variant("al-prev-both-gate", "al", {"attention_link": "both", "attention_link_gate": "learned"}),
         _graph("graph-sum", graph_fusion="sum"),
         _graph("graph-gate", graph_fusion="gate"),
         _graph("graph-self_gate", graph_fusion="self_gate"),
