@@ -16,7 +16,7 @@ import torch
 
 from .graph_fusions import FUSIONS, get_fusion
 from .inference import length_sorted_batches
-from .training.metrics import length_bucket_labels, source_length_bucket
+from .scoring import length_bucket_labels, source_length_bucket
 
 __all__ = ["attention_entropy_profile", "graph_gate_profile", "plot_attention_entropy", "plot_gate_profile"]
 

@@ -153,7 +153,7 @@ def _format_report(report: dict[str, Any]) -> str:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .training.metrics import translation_report
+    from .scoring import translation_report
 
     sources, references = _evaluation_inputs(args)
     if args.hypotheses is not None:

@@ -217,7 +217,7 @@ def test_every_process_sees_the_largest_spent_time(tmp_path):
 
 
 def test_repeated_token_share_counts_stuttering_outputs():
-    from hf_graphtf.training.metrics import has_repeated_token, translation_report
+    from hf_graphtf.scoring import has_repeated_token, translation_report
 
     assert has_repeated_token("God has been been been been.")
     assert not has_repeated_token("God has been been been.")

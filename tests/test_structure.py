@@ -210,3 +210,41 @@ def test_family_names_appear_only_in_the_family_table_and_as_defaults():
             if isinstance(node, ast.Constant) and node.value in FAMILIES:
                 found[str(path.relative_to(root))] += 1
     assert found == allowed
+
+
+def test_recipes_use_only_what_training_exports():
+    """`recipes/` (the training script, benchmarks, experiments) reaches training through
+    `hf_graphtf.training`'s public names only: its submodules can change without breaking a script."""
+    import ast
+
+    import hf_graphtf.training
+
+    exported = set(hf_graphtf.training.__all__)
+    problems = []
+    for path in sorted((PACKAGE.parent / "recipes").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hf_graphtf.training."):
+                problems.append(f"{path.name}:{node.lineno} imports {node.module}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "hf_graphtf.training":
+                problems += [
+                    f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if a.name not in exported
+                ]
+            elif isinstance(node, ast.Import):
+                problems += [
+                    f"{path.name}:{node.lineno} imports {a.name}"
+                    for a in node.names
+                    if a.name.startswith("hf_graphtf.training.")
+                ]
+    assert problems == []
+
+
+def test_scoring_stands_apart_from_training():
+    """Scoring text (`hf_graphtf.scoring`) needs nothing of training: analysis and the CLI use it alone."""
+    import ast
+
+    tree = ast.parse((PACKAGE / "scoring.py").read_text(encoding="utf-8"))
+    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not any("training" in (module or "") for module in modules)
+    for module in ("analysis.py", "cli.py"):
+        text = (PACKAGE / module).read_text(encoding="utf-8")
+        assert "training.metrics" not in text, module

@@ -25,17 +25,12 @@ from recipe_fixtures import (
 )
 from transformers import EvalPrediction, TrainerCallback
 
-from hf_graphtf.configuration import GraphBartConfig, GraphMarianConfig
+from hf_graphtf.families import FAMILIES
+from hf_graphtf.scoring import bleu_by_length, corpus_scores, length_bucket_labels
 from hf_graphtf.training import parse_recipe_args, run_translation
 from hf_graphtf.training.data import load_splits
 from hf_graphtf.training.hub import HUB_IGNORE_PATTERNS
-from hf_graphtf.training.metrics import (
-    IGNORE_INDEX,
-    bleu_by_length,
-    build_compute_metrics,
-    corpus_scores,
-    length_bucket_labels,
-)
+from hf_graphtf.training.metrics import IGNORE_INDEX, build_compute_metrics
 from hf_graphtf.training.schedule import noam_learning_rate, noam_peak_learning_rate
 
 RECIPES = sorted((REPO_ROOT / "recipes" / "configs").glob("*.yaml")) + [REPO_ROOT / "recipes" / "quickstart.yaml"]
@@ -168,7 +163,7 @@ def test_bad_model_options_fail_when_the_recipe_is_read(tmp_path, overrides):
 def test_committed_recipes_parse_and_build_a_valid_config(path, tmp_path):
     overrides = [] if torch.cuda.is_available() else ["--bf16", "false", "--tf32", "false"]  # GPU recipes
     model_args, data_args, training_args = parse_recipe_args([str(path), "--output_dir", str(tmp_path), *overrides])
-    config_class = {"marian": GraphMarianConfig, "bart": GraphBartConfig}[model_args.model_family]
+    config_class = FAMILIES[model_args.model_family].config_class
     config_class(vocab_size=data_args.vocab_size, **model_args.size_options(), **model_args.graph_options())
     assert training_args.label_smoothing_factor == 0.1
     assert training_args.lr_scheduler_type == "inverse_sqrt"

@@ -11,8 +11,8 @@ from transformers import (
 )
 
 from ..inference import decode_token_ids, reference_lists
+from ..scoring import translation_report
 from .arguments import DataArguments
-from .metrics import translation_report
 
 
 def evaluate_test_split(

@@ -42,10 +42,9 @@ from transformers import AutoModelForSeq2SeqLM, get_inverse_sqrt_schedule
 from hf_graphtf import GraphMarianConfig
 from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.machine import float_fingerprint
+from hf_graphtf.scoring import corpus_scores
 from hf_graphtf.tokenization import train_joint_tokenizer
-from hf_graphtf.training.batching import token_batches
-from hf_graphtf.training.metrics import corpus_scores
-from hf_graphtf.training.precision import cpu_has_bf16
+from hf_graphtf.training import cpu_has_bf16, token_batches
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: "-eager" runs the model with eager attention instead of SDPA (CPU flash attention's bf16 backward is slow

@@ -17,7 +17,7 @@ from speeds import speed_ratio, speed_ratios, training_speed
 from hf_graphtf.graph_fusions import FUSIONS
 
 if TYPE_CHECKING:
-    from hf_graphtf.training.plateau import PlateauRule
+    from hf_graphtf.training import PlateauRule
 
 LINK_ROWS = ("vanilla", "al_encoder", "al_decoder", "al_both", "al_both_cumulative")
 
@@ -145,8 +145,7 @@ def longest_stall(grid: Grid, row: dict) -> tuple[int, int] | None:
 def _patience_counts(grid: Grid, row: dict) -> tuple[PlateauRule, list[dict]] | None:
     """The early-stopping rule the grid file writes now for a run (``common`` over its recipe) and the
     run's training log; None without either."""
-    from hf_graphtf.training.arguments import load_recipe
-    from hf_graphtf.training.plateau import PlateauRule
+    from hf_graphtf.training import PlateauRule, load_recipe
 
     history = grid.log_history(row)
     recipe = {**(load_recipe(REPO_ROOT / row["recipe"]) if row.get("recipe") else {}), **grid.common}

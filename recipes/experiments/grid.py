@@ -42,15 +42,14 @@ class Run:
 
     def recipe_fields(self) -> dict[str, Any]:
         """The run's recipe with the grid's overrides on top: what the training script is given."""
-        from hf_graphtf.training.arguments import load_recipe
+        from hf_graphtf.training import load_recipe
 
         return {**load_recipe(self.recipe), **self.overrides}
 
     def progress(self) -> Progress | None:
         """Where the run stands, from the newest whole checkpoint in its output folder (the one training
         resumes from); None without one."""
-        from hf_graphtf.training.checkpoints import newest_complete_checkpoint
-        from hf_graphtf.training.plateau import PlateauRule
+        from hf_graphtf.training import PlateauRule, newest_complete_checkpoint
 
         checkpoint, _ = newest_complete_checkpoint(self.output_dir)
         if checkpoint is None:
@@ -430,7 +429,7 @@ class Grid:
         """Sources and references of the test split (the same for every size), ``limit`` of them spread
         over the split; the corpus and languages come from the first variant's recipe."""
         from hf_graphtf.data import load_parallel_corpus
-        from hf_graphtf.training.arguments import load_recipe
+        from hf_graphtf.training import load_recipe
 
         recipe = {**load_recipe(REPO_ROOT / next(iter(self.variants.values()))["recipe"]), **self.common}
         src_lang, tgt_lang = languages(recipe)
@@ -443,7 +442,7 @@ class Grid:
 
 def languages(recipe: dict[str, Any]) -> tuple[str, str]:
     """A recipe's (source, target) languages, with the training script's defaults where it names none."""
-    from hf_graphtf.training.arguments import DataArguments
+    from hf_graphtf.training import DataArguments
 
     defaults = {item.name: item.default for item in fields(DataArguments)}
     return recipe.get("src_lang", defaults["src_lang"]), recipe.get("tgt_lang", defaults["tgt_lang"])
