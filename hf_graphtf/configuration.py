@@ -175,8 +175,36 @@ def validate_sizes(config: Any) -> None:
             raise ValueError(f"{name}.{field} must be a probability in [0, 1); got {value!r}.")
 
 
+def options_docstring(options: tuple[GraphOption, ...] = GRAPH_OPTIONS) -> str:
+    """The ``Args:`` entries of the option fields, from their definitions (Transformers' docstring style)."""
+    lines = []
+    for option in options:
+        kind = "bool" if option.choices is None else "str"
+        lines.append(f"        {option.name} (`{kind}`, defaults to `{option.default!r}`):")
+        choices = "" if option.choices is None else " One of " + ", ".join(f"`{c!r}`" for c in option.choices) + "."
+        lines.append(f"            {option.help}{choices}")
+    return "\n".join(lines)
+
+
 class GraphOptionsMixin:
-    """Option handling shared by the family configs."""
+    """Option handling shared by the family configs.
+
+    The option fields are not written in each config class: `__init_subclass__` adds every option of
+    `GRAPH_OPTIONS` to the subclass (annotation and default) before Transformers turns the class into
+    a dataclass, and appends their ``Args:`` entries to its docstring. An option is defined once.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        annotations = dict(cls.__dict__.get("__annotations__", {}))
+        for option in GRAPH_OPTIONS:
+            # `Any`: the values are checked by `GraphOption.check` (a ValueError naming the field), not by
+            # the parent configs' `@strict` type checks, which raise another exception type
+            annotations[option.name] = Any
+            setattr(cls, option.name, option.default)
+        cls.__annotations__ = annotations
+        if cls.__doc__ and "Args:" not in cls.__doc__:
+            cls.__doc__ = cls.__doc__.rstrip() + "\n\n    Args:\n" + options_docstring() + "\n"
+        super().__init_subclass__(**kwargs)
 
     #: the vanilla model type whose checkpoints these configs may load (all options then default)
     vanilla_model_type: ClassVar[str]
@@ -185,7 +213,8 @@ class GraphOptionsMixin:
     #: (`layer_blocks.py`) read it from the config they are built with, so it travels with checkpoints.
     layer_norm_position: ClassVar[str] = "post"
 
-    def _finish_graph_options(self) -> None:
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
         validate_sizes(self)
         validate_graph_options(self)
 
@@ -219,97 +248,31 @@ class GraphOptionsMixin:
 
 
 class GraphMarianConfig(GraphOptionsMixin, MarianConfig):
-    r"""`MarianConfig` plus the graph-group attention and attention-link options.
-
-    Args:
-        attention_link (`str`, defaults to `"none"`):
-            Which stacks carry pre-softmax attention scores from layer to layer: `"none"`, `"encoder"`
-            (encoder self-attention), `"decoder"` (decoder self- and cross-attention) or `"both"`.
-        attention_link_mode (`str`, defaults to `"previous"`):
-            `"previous"` adds the previous layer's own scaled scores (the Attention Link paper);
-            `"cumulative"` adds the previous layer's linked scores (a running sum, as in RealFormer).
-        attention_link_kernel (`str`, defaults to `"auto"`):
-            How the link is computed under `attn_implementation="sdpa"`: `"scores"` (sum materialised
-            scores), `"concat"` (one SDPA call on head-dim-concatenated queries and keys) or `"auto"`
-            (scores on CPU and for one-row decoding steps, concat otherwise). Same results either way.
-        attention_link_gate (`str`, defaults to `"none"`):
-            Not from the paper. `"learned"` multiplies the carried scores of each linked attention in layers
-            1..N-1 by a learned per-head weight `link_gate`, initialised to zeros: a pretrained checkpoint
-            with the link switched on computes exactly what it computed before, and learns how much to link.
-        graph_attention (`bool`, defaults to `False`):
-            Replace encoder self-attention in layers 1.. with graph-group attention (high, middle and
-            low order subgraphs over the previous and the incremental representation).
-        graph_fusion (`str`, defaults to `"gate"`):
-            How the subgraph groups are fused: `"sum"`, `"gate"` (sigmoid gate) or `"self_gate"`.
-        graph_half_dim (`bool`, defaults to `False`):
-            The three group attentions work in d_model/2.
-        graph_shared_qkv (`bool`, defaults to `False`):
-            One attention module (`self_attn`) serves all three group attentions.
+    r"""`MarianConfig` plus the graph-group attention and attention-link options (their entries below come
+    from `GRAPH_OPTIONS`).
     """
 
     model_type = "graph_marian"
     vanilla_model_type = "marian"
 
-    attention_link: Any = "none"
-    attention_link_mode: Any = "previous"
-    attention_link_kernel: Any = "auto"
-    attention_link_gate: Any = "none"
-    graph_attention: Any = False
-    graph_fusion: Any = "gate"
-    graph_half_dim: Any = False
-    graph_shared_qkv: Any = False
-
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
-        self._finish_graph_options()
-
 
 class GraphBartConfig(GraphOptionsMixin, BartConfig):
-    r"""`BartConfig` plus the graph-group attention and attention-link options.
-
-    The option fields mean the same as in [`GraphMarianConfig`].
-    """
+    r"""`BartConfig` plus the graph-group attention and attention-link options."""
 
     model_type = "graph_bart"
     vanilla_model_type = "bart"
-
-    attention_link: Any = "none"
-    attention_link_mode: Any = "previous"
-    attention_link_kernel: Any = "auto"
-    attention_link_gate: Any = "none"
-    graph_attention: Any = False
-    graph_fusion: Any = "gate"
-    graph_half_dim: Any = False
-    graph_shared_qkv: Any = False
-
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
-        self._finish_graph_options()
 
 
 class GraphM2M100Config(GraphOptionsMixin, M2M100Config):
     r"""`M2M100Config` (the architecture of NLLB-200) plus the attention-link options.
 
-    The link fields mean the same as in [`GraphMarianConfig`]. M2M100's layers are pre-LN, for which the
-    graph-group papers define nothing: `graph_attention=True` is refused here.
+    M2M100's layers are pre-LN, for which the graph-group papers define nothing: `graph_attention=True`
+    is refused here.
     """
 
     model_type = "graph_m2m_100"
     vanilla_model_type = "m2m_100"
     layer_norm_position = "pre"
-
-    attention_link: Any = "none"
-    attention_link_mode: Any = "previous"
-    attention_link_kernel: Any = "auto"
-    attention_link_gate: Any = "none"
-    graph_attention: Any = False
-    graph_fusion: Any = "gate"
-    graph_half_dim: Any = False
-    graph_shared_qkv: Any = False
-
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
-        self._finish_graph_options()
 
 
 __all__ = [

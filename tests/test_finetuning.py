@@ -246,3 +246,14 @@ def test_the_learned_gate_starts_exactly_where_the_pretrained_model_was(stand_in
                 assert torch.equal(logits, expected), (implementation, kernel)
         _, paper = load_pretrained_with_options(str(folder), _requested(attention_link="both"), "eager")
         assert not torch.allclose(paper.eval()(**batch).logits, expected)
+
+
+def test_the_gentle_start_page_is_generated_from_its_record(tmp_path):
+    """docs/gentle_start.md is what recipes/experiments/gentle_start.py renders from docs/gentle_start.json."""
+    page = tmp_path / "page.md"
+    result = run_python(
+        str(REPO_ROOT / "recipes" / "experiments" / "gentle_start.py"),
+        "--render-only", "--record", str(REPO_ROOT / "docs" / "gentle_start.json"), "--page", str(page),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert page.read_text(encoding="utf-8") == (REPO_ROOT / "docs" / "gentle_start.md").read_text(encoding="utf-8")

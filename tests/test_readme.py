@@ -8,9 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
-from recipe_fixtures import one_thread, trained_tiny_model  # noqa: F401  (autouse fixture)
+from recipe_fixtures import one_thread, trained_tiny_model, write_opus_mt_stand_in  # noqa: F401  (autouse fixture)
+from transformers import AutoModelForSeq2SeqLM
 
+import hf_graphtf
 from hf_graphtf.configuration import GRAPH_OPTIONS
 from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.training import parse_recipe_args
@@ -25,21 +28,43 @@ def _blocks(language: str) -> list[str]:
 
 def test_every_python_block_of_the_readme_runs_in_order(tmp_path_factory, tmp_path, monkeypatch, capsys):
     """The quickstart loads what the main job writes (a tiny trained stand-in here, offline), translates a
-    sentence, then builds a model with the options on and saves it with its tokenizer."""
+    sentence, then builds a model with the options on and saves it with its tokenizer; the NLLB example
+    loads NLLB (a local stand-in for the Hub id) with the gated link, which starts exactly where NLLB was."""
     blocks = _blocks("python")
-    assert len(blocks) >= 2, "the README lost its quickstart"
+    assert len(blocks) >= 3, "the README lost its quickstart or its NLLB example"
     assert all(len(block.strip().splitlines()) <= 12 for block in blocks), "a quickstart block grew past a screen"
-    shutil.copytree(trained_tiny_model(tmp_path_factory).output_dir, tmp_path / "outputs" / "quickstart")
+    trained = trained_tiny_model(tmp_path_factory)
+    shutil.copytree(trained.output_dir, tmp_path / "outputs" / "quickstart")
+    # the NLLB example's Hub id, up to the network boundary: a local stand-in of the same shape of files
+    nllb = write_opus_mt_stand_in(tmp_path / "nllb-200-distilled-600M", trained.corpus, "m2m_100")
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
-    for number, block in enumerate(blocks, start=1):
+
+    def run(number: int, block: str) -> None:
+        block = block.replace('"facebook/nllb-200-distilled-600M"', repr(str(nllb)))
         exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+
+    run(1, blocks[0])
+    run(2, blocks[1])
     printed = capsys.readouterr().out
     assert printed.startswith("[") and "]" in printed  # the translated sentence, as a list
     assert (tmp_path / "my-model" / "model.safetensors").exists()
     assert (tmp_path / "my-model" / "tokenizer.json").exists()  # what a pipeline loading my-model needs
     assert namespace["model"].config.attention_link_mode == "cumulative" and not namespace["model"].training
     assert namespace["translator"](["El rey dijo."], max_new_tokens=4)
+
+    nllb_block = next(number for number, block in enumerate(blocks) if "nllb" in block)
+    run(nllb_block + 1, blocks[nllb_block])
+    assert isinstance(namespace["model"], hf_graphtf.GraphM2M100ForConditionalGeneration)
+    vanilla = AutoModelForSeq2SeqLM.from_pretrained(nllb)
+    # "at step 0 NLLB's own loss": to float rounding under sdpa (bit for bit under eager: test_finetuning.py)
+    torch.testing.assert_close(namespace["loss"], vanilla(**namespace["batch"]).loss, rtol=1e-6, atol=1e-6)
+    english = namespace["english"]
+    assert english == namespace["tokenizer"].convert_tokens_to_ids("eng_Latn")
+    assert namespace["model"].generate(**namespace["inputs"], forced_bos_token_id=english)[0, 1] == english
+    assert capsys.readouterr().out.startswith("[")  # the decoded translation, as a list
+    for number, block in enumerate(blocks[nllb_block + 1 :], start=nllb_block + 2):
+        run(number, block)
 
 
 def test_the_readmes_data_line_and_recipe_snippet_work(tmp_path):

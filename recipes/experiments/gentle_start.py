@@ -120,6 +120,20 @@ def _table(record: dict[str, Any], steps: list[int], key: str, digits: int) -> l
     return lines
 
 
+def _reading(record: dict[str, Any]) -> str:
+    """One sentence read off the record: each start against no link, and the spread at the last step."""
+    runs = {name: {point["step"]: point["loss"] for point in run} for name, run in record["runs"].items()}
+    first, last = min(runs["no-link"]), max(runs["no-link"])
+    deltas = {name: losses[first] - runs["no-link"][first] for name, losses in runs.items() if name != "no-link"}
+    spread = max(losses[last] for losses in runs.values()) - min(losses[last] for losses in runs.values())
+    starts = "; ".join(f"{VARIANTS[name][0]} {delta:+.4f}" for name, delta in deltas.items())
+    return (
+        f"Read off the table: validation loss at step {first} against no link: {starts}. At step {last} the "
+        f"three settings lie within {spread:.4f} of each other. The pretrained model is weak (a short budget on "
+        "two shared cores), so a stronger one may lose more to the paper's link at the start."
+    )
+
+
 def render(record: dict[str, Any]) -> str:
     """The page: what was run, on what, and the validation loss and BLEU of each setting by step."""
     settings, host = record["settings"], record["host"]
@@ -151,6 +165,8 @@ def render(record: dict[str, Any]) -> str:
                 "Validation BLEU by fine-tuning step:",
                 "",
                 *_table(record, steps, "bleu", 2),
+                "",
+                _reading(record),
             ]
         )
         + "\n"
