@@ -26,6 +26,8 @@ from model_matrix import OPTION_MATRIX, tiny_model
 from recipe_fixtures import REPO_ROOT, TRAIN_SCRIPT, subprocess_env, tiny_recipe, write_recipe, write_tiny_corpus
 from test_models_training import copy_task_batch
 
+from hf_graphtf.self_check.matrix import options_for
+
 ACCELERATE_CONFIGS = REPO_ROOT / "recipes" / "accelerate"
 
 
@@ -124,7 +126,7 @@ def test_accelerate_configs_parse(name):
 def test_fsdp_wrap_policy_resolves_for_every_variant(family):
     from accelerate.utils import FullyShardedDataParallelPlugin
 
-    for options in OPTION_MATRIX.values():
+    for options in options_for(family).values():
         model = tiny_model(family, options)
         plugin = FullyShardedDataParallelPlugin(fsdp_version=2, auto_wrap_policy="transformer_based_wrap")
         plugin.set_auto_wrap_policy(model)
