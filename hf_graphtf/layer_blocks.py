@@ -27,7 +27,7 @@ def add_and_norm(layer: nn.Module, residual: torch.Tensor, update: torch.Tensor,
     """The residual block after a sublayer: ``norm(residual + dropout(update))`` post-LN, and
     ``residual + dropout(update)`` pre-LN (whose norm `sublayer_input` applied before the sublayer)."""
     update = nn.functional.dropout(update, p=layer.dropout, training=layer.training)
-    if getattr(layer, "normalize_before", False):
+    if layer.normalize_before:
         return residual + update
     return norm(residual + update)
 

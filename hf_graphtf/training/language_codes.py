@@ -59,9 +59,8 @@ def apply_language_codes(
             f"{' and '.join(missing)} must be set: this {name} tokenizer marks each side with a language code "
             f"(for example src_lang_code: nya_Latn and tgt_lang_code: eng_Latn for Chichewa to English)."
         )
-    source_id = _code_id(tokenizer, "src_lang_code", data_args.src_lang_code)
+    _code_id(tokenizer, "src_lang_code", data_args.src_lang_code)  # checked only: the tokenizer places it
     target_id = _code_id(tokenizer, "tgt_lang_code", data_args.tgt_lang_code)
-    del source_id  # checked; the tokenizer places it
     tokenizer.src_lang = data_args.src_lang_code
     tokenizer.tgt_lang = data_args.tgt_lang_code
     # saved with the tokenizer, so a reloaded one (translate, the pipeline) marks sources the same way
