@@ -179,9 +179,6 @@ class LinkedAttentionMixin:
     ``(output, weights)`` so that Transformers' output capturing (index 1) keeps working.
     """
 
-    link_mode: str = "previous"
-    link_kernel: str = "auto"
-
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -192,11 +189,13 @@ class LinkedAttentionMixin:
     ) -> tuple[torch.Tensor, torch.Tensor | None, LinkCarry]:
         """The KV cache comes in ``kwargs`` under either name (`take_cache`)."""
         query, key, value = project_qkv(self, hidden_states, key_value_states, take_cache(kwargs))
-        implementation = self.config._attn_implementation
-        check_link_implementation(implementation)
+        config = self.config  # the options are read here, where they act, not copied onto the module
+        implementation = config._attn_implementation
         dropout = self.dropout if self.training else 0.0
         prev_attn = gated(prev_attn, getattr(self, "link_gate", None))  # attention_link_gate="learned"
-        if use_score_path(self.link_kernel, implementation, query, prev_attn, attentions_requested(self, kwargs)):
+        if use_score_path(
+            config.attention_link_kernel, implementation, query, prev_attn, attentions_requested(self, kwargs)
+        ):
             attend = linked_scores_attention
         else:
             attend = functools.partial(linked_concat_attention, **kwargs)
@@ -207,7 +206,7 @@ class LinkedAttentionMixin:
             value,
             attention_mask,
             prev_attn,
-            mode=self.link_mode,
+            mode=config.attention_link_mode,
             scaling=self.scaling,
             dropout=dropout,
         )
@@ -233,25 +232,17 @@ def use_score_path(
     return implementation == "eager" or query.device.type == "cpu" or query.shape[2] == 1
 
 
-def make_linked(
-    attn: nn.Module,
-    cls: type[nn.Module],
-    link_mode: str,
-    link_kernel: str = "auto",
-    *,
-    learned_gate: bool = False,
-) -> nn.Module:
+def make_linked(attn: nn.Module, cls: type[nn.Module], *, learned_gate: bool = False) -> nn.Module:
     """Turn a vanilla attention module into its linked subclass `cls`, in place.
 
     The paper's link adds no parameters, so the module keeps its weights and names; only its class (and
-    so its forward) changes. Nothing is built twice. `learned_gate` adds the one new parameter,
+    so its forward) changes. Nothing is built twice, and nothing of the config is copied: the forward reads
+    the link's mode and kernel from ``attn.config``. `learned_gate` adds the one new parameter,
     ``link_gate`` (one weight per head, zeros: the carry starts switched off).
     """
     if not issubclass(cls, type(attn)):
         raise TypeError(f"{cls.__name__} is not a linked form of {type(attn).__name__}")
     attn.__class__ = cls
-    attn.link_mode = link_mode
-    attn.link_kernel = link_kernel
     if learned_gate:
         attn.link_gate = nn.Parameter(torch.zeros(attn.num_heads, device=attn.q_proj.weight.device))
     return attn
@@ -271,13 +262,7 @@ def _link(layer: nn.Module, attn: nn.Module, config, layer_idx: int | None) -> N
     """Make `attn` linked, with a learned gate in layers 1..N-1 when the config asks for one (layer 0
     receives no carry, so a gate there would be a parameter that never gets a gradient)."""
     learned_gate = config.attention_link_gate == "learned" and (layer_idx or 0) > 0
-    make_linked(
-        attn,
-        layer.linked_attention_class,
-        config.attention_link_mode,
-        config.attention_link_kernel,
-        learned_gate=learned_gate,
-    )
+    make_linked(attn, layer.linked_attention_class, learned_gate=learned_gate)
 
 
 class LinkedEncoderLayerMixin:

@@ -107,8 +107,8 @@ ATTENTION_LINK_GATES = _BY_NAME["attention_link_gate"].choices
 def validate_graph_options(config: Any) -> None:
     """Raise a `ValueError` naming the field if any graph or link option is invalid, or two do not combine.
 
-    Called at construction and again when a model is built, so that a field changed after
-    construction (``config.attention_link = "enc"``) is still caught before it can be ignored.
+    The config classes are its one caller (`GraphOptionsMixin`): at construction, and when an option or a
+    size it depends on is set afterwards, so a model built from a config can take its options as valid.
     """
     name = type(config).__name__
     for option in GRAPH_OPTIONS:
@@ -186,12 +186,24 @@ def options_docstring(options: tuple[GraphOption, ...] = GRAPH_OPTIONS) -> str:
     return "\n".join(lines)
 
 
+#: the fields whose assignment after construction re-validates the config: the options and the sizes and
+#: rates their checks read
+VALIDATED_FIELDS = frozenset({option.name for option in GRAPH_OPTIONS} | set(POSITIVE_SIZE_FIELDS) | set(RATE_FIELDS))
+#: set in a config's ``__dict__`` once it has been validated; not serialised
+_VALIDATED = "_graph_options_validated"
+
+
 class GraphOptionsMixin:
-    """Option handling shared by the family configs.
+    """Option handling shared by the family configs: the one owner of the options' fields and validation.
 
     The option fields are not written in each config class: `__init_subclass__` adds every option of
     `GRAPH_OPTIONS` to the subclass (annotation and default) before Transformers turns the class into
     a dataclass, and appends their ``Args:`` entries to its docstring. An option is defined once.
+
+    The config validates its options once, at construction, and again only when one of
+    `VALIDATED_FIELDS` is set afterwards (a refused assignment leaves the config as it was). Options
+    that depend on each other change together through ``config.update({...})``, validated once after
+    all are set. A config is therefore always valid, and the models read it without checking again.
     """
 
     def __init_subclass__(cls, **kwargs):
@@ -217,6 +229,43 @@ class GraphOptionsMixin:
         super().__post_init__(**kwargs)
         validate_sizes(self)
         validate_graph_options(self)
+        self.__dict__[_VALIDATED] = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in VALIDATED_FIELDS and self.__dict__.get(_VALIDATED):
+            self.update({name: value})
+        else:
+            super().__setattr__(name, value)
+
+    def update(self, config_dict: dict[str, Any]) -> None:
+        """Set the fields of `config_dict`, then validate once if an option or a size changed; on a refusal
+        every field keeps its former value."""
+        if not self.__dict__.get(_VALIDATED):  # still being built: `__post_init__` validates
+            super().update(config_dict)
+            return
+        missing = object()
+        former = {name: getattr(self, name, missing) for name in config_dict}
+        self.__dict__[_VALIDATED] = False  # plain assignments while the fields change
+        try:
+            super().update(config_dict)
+            # (Transformers' own copies set sizes to the values they already have: nothing to validate)
+            if any(name in VALIDATED_FIELDS and former[name] != value for name, value in config_dict.items()):
+                validate_sizes(self)
+                validate_graph_options(self)
+        except Exception:
+            for name, value in former.items():
+                if value is missing:
+                    self.__dict__.pop(name, None)
+                else:
+                    super().__setattr__(name, value)
+            raise
+        finally:
+            self.__dict__[_VALIDATED] = True
+
+    def to_dict(self) -> dict[str, Any]:
+        output = super().to_dict()
+        output.pop(_VALIDATED, None)
+        return output
 
     @property
     def links_encoder(self) -> bool:
@@ -244,6 +293,9 @@ class GraphOptionsMixin:
                 f"{cls.model_type!r} and vanilla {cls.vanilla_model_type!r} checkpoints only. Use the matching "
                 "class or AutoModelForSeq2SeqLM."
             )
+        # Options given as keyword arguments are built in with the rest, so that the config validates them
+        # together, once (Transformers' `from_dict` would set them one by one after construction).
+        config_dict = {**config_dict, **{name: kwargs.pop(name) for name in list(kwargs) if name in VALIDATED_FIELDS}}
         return super().from_dict(config_dict, **kwargs)
 
 

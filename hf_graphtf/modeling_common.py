@@ -24,7 +24,6 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import PreTrainedModel
 
 from .attention_link import check_link_implementation
-from .configuration import validate_graph_options
 from .transformers_seam import (
     GradientCheckpointingLayer,
     cache_kwargs,
@@ -75,15 +74,18 @@ class LinkGateInitMixin:
 
 
 class GraphPreTrainedMixin(LinkGateInitMixin):
-    """Validates the options, builds each module once, and describes the model to engines truthfully.
+    """Builds each module once, and describes the model to engines truthfully.
 
-    * ``__init__`` validates the options and runs `PreTrainedModel.__init__` only: each Graph* class
-      builds its own modules (the vanilla ones where an option is off), so nothing is built and
-      thrown away. A ``config.gradient_checkpointing = True`` is taken by the outermost model and
-      turned on for every layer once all modules exist.
+    * ``__init__`` runs `PreTrainedModel.__init__` only: each Graph* class builds its own modules (the
+      vanilla ones where an option is off), so nothing is built and thrown away. The options are the
+      config's, which validated them (`GraphOptionsMixin`): the model reads them as they are. A
+      ``config.gradient_checkpointing = True`` is taken by the outermost model and turned on for every
+      layer once all modules exist.
     * ``_no_split_modules`` names the layer classes actually built (FSDP's transformer-based wrap
       policy and ``device_map`` look them up by class name).
-    * Flash and flex attention are not claimed for linked models, which refuse them.
+    * Flash and flex attention are not claimed for linked models, which refuse them in the one place
+      Transformers checks an attention implementation, at build and at `set_attn_implementation`
+      (`_check_and_adjust_attn_implementation`).
 
     `remote_code_classes` names (config, base model, translation model); saving writes the matching
     `auto_map` so that a checkpoint of either model class loads with `trust_remote_code=True`.
@@ -92,7 +94,6 @@ class GraphPreTrainedMixin(LinkGateInitMixin):
     remote_code_classes: tuple[str, str, str] | None = None
 
     def __init__(self, config, *args, **kwargs):
-        validate_graph_options(config)
         self._requested_checkpointing = bool(getattr(config, "gradient_checkpointing", False))
         if self._requested_checkpointing:
             delattr(config, "gradient_checkpointing")  # consumed here, not by the first sub-stack built
@@ -173,8 +174,6 @@ class GraphEncoderMixin(LinkGateInitMixin):
     ) -> BaseModelOutput:
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
-        if not self.config.graph_attention:  # linked layers: refuse a kernel switched after loading before
-            check_link_implementation(self.config._attn_implementation)  # building its (costly) flex masks
         hidden_states, inputs_embeds = self.embed(input_ids, inputs_embeds)
         attention_mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask
@@ -245,7 +244,6 @@ class GraphDecoderMixin(LinkGateInitMixin):
         or ``past_key_values`` (earlier releases), either name on any release (`take_cache`)."""
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of decoder_input_ids or decoder_inputs_embeds")
-        check_link_implementation(self.config._attn_implementation)  # as in the encoder: before any mask
         cache = take_cache(kwargs)
         if use_cache and cache is None:
             cache = new_decoder_cache(self.config)

@@ -622,5 +622,5 @@ def test_the_training_script_reports_a_bad_recipe_in_one_line(tmp_path):
     recipe = write_recipe(tmp_path / "recipe.yaml", tiny_recipe(tmp_path / "corpus", tmp_path / "out", dropout=2.0))
     result = run_python(str(TRAIN_SCRIPT), str(recipe))
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith("error: ModelArguments.dropout must be a probability")
+    assert result.stderr.strip().splitlines()[-1].startswith("error: GraphMarianConfig.dropout must be a probability")
     assert "Traceback" not in result.stderr

@@ -215,9 +215,9 @@ def test_graph_attention_is_refused_for_pre_ln_families():
             with pytest.raises(ValueError, match=r"graph_attention=True .* post-LN .* pre-LN"):
                 tiny_config(family, {"graph_attention": True, "graph_fusion": fusion})
         config = tiny_config(family)
-        config.graph_attention = True  # set after construction: caught when a model is built
         with pytest.raises(ValueError, match="graph_attention"):
-            FAMILIES[family][1](config)
+            config.graph_attention = True  # set after construction: refused by the config, which stays valid
+        assert config.graph_attention is False
 
 
 def test_half_dim_needs_divisible_heads(graph_family):
@@ -225,12 +225,51 @@ def test_half_dim_needs_divisible_heads(graph_family):
         tiny_config(graph_family, {"graph_attention": True, "graph_half_dim": True}, encoder_attention_heads=16)
 
 
-def test_option_changed_after_construction_is_caught_when_building(family):
+def test_option_changed_after_construction_is_refused_by_the_config(family):
+    """The config owns its options: an assignment is validated, a refused one changes nothing, and options that
+    depend on each other change together through `update`, so a model can take its config as valid."""
     config = tiny_config(family)
-    config.graph_fusion = "avg"
-    _, model_class = FAMILIES[family]
     with pytest.raises(ValueError, match="graph_fusion"):
-        model_class(config)
+        config.graph_fusion = "avg"
+    assert config.graph_fusion == "gate"
+    with pytest.raises(ValueError, match="encoder_attention_heads"):
+        config.d_model = 15  # a size an option's check reads is validated the same way
+    assert config.d_model == 16
+    if MODEL_FAMILIES[family].supports_graph_attention:
+        config.attention_link = "both"
+        with pytest.raises(ValueError, match="cannot be combined"):
+            config.graph_attention = True
+        with pytest.raises(ValueError, match="cannot be combined"):
+            config.update({"graph_attention": True, "graph_fusion": "sum"})
+        assert (config.attention_link, config.graph_attention, config.graph_fusion) == ("both", False, "gate")
+        config.update({"attention_link": "decoder", "graph_attention": True})
+        assert "graph_options_validated" not in config.to_json_string()
+    _, model_class = FAMILIES[family]
+    model_class(config)
+
+
+def test_an_option_is_validated_once_from_recipe_to_model(tmp_path, monkeypatch):
+    """Followed from a recipe to the built model, the options are validated once, by the config."""
+    from hf_graphtf import configuration
+    from hf_graphtf.training import models, parse_recipe_args
+
+    calls = []
+    validate = configuration.validate_graph_options
+    monkeypatch.setattr(
+        configuration, "validate_graph_options", lambda config: calls.append(config) or validate(config)
+    )
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        "attention_link: both\nd_model: 16\nencoder_layers: 2\ndecoder_layers: 2\nencoder_attention_heads: 2\n"
+        "decoder_attention_heads: 2\nencoder_ffn_dim: 32\ndecoder_ffn_dim: 32\nmax_position_embeddings: 256\n"
+        f"corpus: {tmp_path}\noutput_dir: {tmp_path / 'run'}\ndo_train: true\n"
+    )
+    model_args, data_args, training_args = parse_recipe_args([str(recipe)])
+    tokenizer = type(
+        "Tokenizer", (), {"pad_token_id": 0, "eos_token_id": 2, "bos_token_id": 1, "__len__": lambda _: 40}
+    )()
+    model = models.build_model(model_args, data_args, training_args, tokenizer)
+    assert len(calls) == 1 and model.config.attention_link == "both" and model.config.vocab_size == 40
 
 
 def test_other_model_type_checkpoint_is_refused(family, tmp_path):
@@ -252,25 +291,21 @@ def test_link_refuses_kernels_that_would_drop_it(family):
 
 
 def test_link_refuses_kernel_switched_after_loading(family, monkeypatch):
-    from hf_graphtf import modeling_common, transformers_seam
+    """A kernel switched on a built model goes through the one check Transformers offers for it, which refuses
+    it for a linked model and leaves the model as it was; nothing else checks it."""
+    from hf_graphtf import modeling_common
 
     model = tiny_model(family, OPTION_MATRIX["al-both"], dtype=torch.float32)
-    model.config._attn_implementation = "flex_attention"
-    with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
-        _forward(model)
-    # each linked stack refuses it before building masks for it (flex masks take seconds to build)
-    for module, mask in ((modeling_common, "create_bidirectional_mask"), (transformers_seam, "create_causal_mask")):
-        monkeypatch.setattr(module, mask, lambda **_: pytest.fail("mask built before the check"))
-    input_ids, _ = source_batch()
-    with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
-        model.model.encoder(input_ids=input_ids)
-    with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
-        model.model.decoder(
-            input_ids=target_batch(), encoder_hidden_states=torch.zeros(*input_ids.shape, model.config.d_model)
-        )
-    attention = model.model.encoder.layers[0].self_attn
-    with pytest.raises(ValueError, match="attention_link needs attn_implementation"):
-        attention(torch.zeros(1, 3, model.config.d_model))  # and by each linked attention module
+    before = model.config._attn_implementation
+    with pytest.raises(ValueError, match="flex"):
+        model.set_attn_implementation("flex_attention")
+    assert model.config._attn_implementation == before
+    calls = []
+    monkeypatch.setattr(modeling_common, "check_link_implementation", calls.append)
+    _forward(model)
+    assert calls == []  # a forward does not check again
+    # the link's options are read from the config where they act, not copied onto the modules
+    assert not hasattr(model.model.encoder.layers[0].self_attn, "link_mode")
 
 
 @pytest.mark.parametrize("options", [k for k in OPTION_MATRIX if k.startswith("graph")])
@@ -302,3 +337,18 @@ def test_auto_link_kernel_picks_per_device_and_step():
     assert use_score_path("concat", "sdpa", on_cpu, none, True)  # probabilities requested
     assert use_score_path("concat", "sdpa", on_cpu, CarriedScores(on_cpu), False)  # a score carry arrived
     assert not use_score_path("concat", "sdpa", on_cpu, CarriedQueryKey(on_cpu, on_cpu), False)
+
+
+def test_a_recipe_config_completed_later_equals_one_built_at_once(family):
+    """`ModelArguments.fresh_config` completes the config validated when the recipe was read with the
+    tokenizer's fields; it must equal the config built with all fields at once (no field derived at
+    construction is left stale)."""
+    from hf_graphtf.training import ModelArguments
+
+    sizes = dict(d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2)
+    model_args = ModelArguments(model_family=family, attention_link="both", **sizes)
+    fields = dict(vocab_size=40, pad_token_id=3, eos_token_id=2, bos_token_id=1, decoder_start_token_id=3)
+    built_at_once = MODEL_FAMILIES[family].config_class(
+        **model_args.size_options(), **model_args.graph_options(), **fields
+    )
+    assert model_args.fresh_config(**fields).to_dict() == built_at_once.to_dict()

@@ -9,6 +9,7 @@ is one YAML file holding any of their fields; flags given after it on the comman
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 from collections.abc import Sequence
@@ -16,16 +17,9 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
 import yaml
-from transformers import HfArgumentParser, Seq2SeqTrainingArguments
+from transformers import HfArgumentParser, PretrainedConfig, Seq2SeqTrainingArguments
 
-from ..configuration import (
-    GRAPH_OPTIONS,
-    POSITIVE_SIZE_FIELDS,
-    RATE_FIELDS,
-    GraphOption,
-    validate_graph_options,
-    validate_sizes,
-)
+from ..configuration import GRAPH_OPTIONS, POSITIVE_SIZE_FIELDS, RATE_FIELDS, GraphOption
 from ..families import FAMILIES
 from .precision import resolve_attention, resolve_precision
 
@@ -94,11 +88,26 @@ class ModelArguments(GraphOptionArguments):
     def __post_init__(self) -> None:
         if self.model_family not in MODEL_FAMILIES:
             raise ValueError(f"model_family must be one of {MODEL_FAMILIES}; got {self.model_family!r}.")
-        # The fields carry the config's names, so the config's own validation applies as is and a bad
-        # option fails when the recipe is read, not after the corpus is loaded and a tokenizer trained.
-        if self.model_name_or_path is None:  # a saved model keeps its own sizes
-            validate_sizes(self)
-        validate_graph_options(self)
+        # A bad option fails when the recipe is read, not after the corpus is loaded and a tokenizer trained.
+        # A fresh model's config is built here, and so validated by its owner, once (`fresh_config`). A saved
+        # model's family and sizes are known only from its checkpoint, whose config validates the options in
+        # combination when it is loaded; here each value is checked on its own.
+        if self.model_name_or_path is None:
+            self._fresh_config = FAMILIES[self.model_family].config_class(**self.size_options(), **self.graph_options())
+        else:
+            for option in GRAPH_OPTIONS:
+                option.check("ModelArguments", getattr(self, option.name))
+
+    def fresh_config(self, **fields: Any) -> PretrainedConfig:
+        """A copy of the config of a fresh model as the recipe describes it, validated when the recipe was
+        read, with `fields` set (the vocabulary and special tokens, once a tokenizer exists)."""
+        if self.model_name_or_path is not None:
+            raise ValueError("fresh_config: this recipe fine-tunes a saved model (model_name_or_path)")
+        config = copy.deepcopy(self._fresh_config)
+        if "vocab_size" in fields and hasattr(config, "decoder_vocab_size"):
+            fields = {"decoder_vocab_size": fields["vocab_size"], **fields}  # Marian derives it at construction
+        config.update(fields)
+        return config
 
     def graph_options(self) -> dict[str, Any]:
         """The option fields of `GraphMarianConfig` / `GraphBartConfig`, as set here."""

@@ -38,14 +38,12 @@ def build_model(
             )
     else:
         family = FAMILIES[model_args.model_family]
-        config = family.config_class(
+        config = model_args.fresh_config(
             vocab_size=len(tokenizer),
             **family.special_token_ids(
                 pad=tokenizer.pad_token_id, eos=tokenizer.eos_token_id, bos=tokenizer.bos_token_id
             ),
             forced_eos_token_id=tokenizer.eos_token_id,
-            **model_args.size_options(),
-            **model_args.graph_options(),
         )
         model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation=model_args.attn_implementation)
     generation = model.generation_config

@@ -15,7 +15,7 @@ from typing import Any
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
-from ..configuration import GRAPH_OPTION_DEFAULTS, validate_graph_options
+from ..configuration import GRAPH_OPTION_DEFAULTS
 from ..families import FAMILY_OF_MODEL_TYPE
 from ..model_files import check_model_source
 
@@ -78,8 +78,8 @@ def load_pretrained_with_options(
     family, config_class, model_class = checkpoint_family(model_type, source)
     check_model_source(source)  # the weights, once the model type is known to be usable
     options = resolve_options(model_type, config_dict, requested, source)
-    config = config_class.from_dict(config_dict, **options)  # no "model of type marian" warning: it is expected
-    validate_graph_options(config)
+    # the config validates the options with the checkpoint's sizes (once); no "model of type marian" warning
+    config = config_class.from_dict(config_dict, **options)
     added = {name: value for name, value in options.items() if value != GRAPH_OPTION_DEFAULTS[name]}
     logger.info(f"Loading {model_type} checkpoint {source} as {model_class.__name__} with options {added or 'none'}.")
     model = model_class.from_pretrained(source, config=config, attn_implementation=attn_implementation)
