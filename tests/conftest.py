@@ -53,23 +53,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module")
 def experiments():
-    """The experiment grid modules, imported as the scripts import each other (top-level, from their
-    folder); the benchmarks' `report` module of the same name is set aside meanwhile."""
+    """The experiment tooling's modules (the package `recipes.experiments`), by module name."""
     import importlib
-    import sys
-    from pathlib import Path
 
-    folder = str(Path(__file__).resolve().parents[1] / "recipes" / "experiments")
-    names = ("archive", "grid", "speeds", "comparisons", "figures", "run_grid", "report")
-    shadowed = {name: sys.modules.pop(name) for name in names if name in sys.modules}
-    sys.path.insert(0, folder)
-    try:
-        yield {name: importlib.import_module(name) for name in names}
-    finally:
-        sys.path.remove(folder)
-        for name in names:
-            sys.modules.pop(name, None)
-        sys.modules.update(shadowed)
+    names = ("archive", "rows", "grid", "speeds", "comparisons", "figures", "run_grid", "report")
+    return {name: importlib.import_module(f"recipes.experiments.{name}") for name in names}
 
 
 @pytest.fixture(scope="session")

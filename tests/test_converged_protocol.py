@@ -7,6 +7,7 @@ give finite losses and the same checkpoint format as fp32 ones, and a grid tunes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -30,6 +31,19 @@ from hf_graphtf.training.precision import BF16_CPU_ATTENTION, cpu_has_bf16, reso
 from hf_graphtf.training.resume import STOP_REASONS
 
 EXPERIMENTS = REPO_ROOT / "recipes" / "experiments"
+
+
+def _cell_of(row: dict) -> dict:
+    """A synthetic results row with its cell (variant, size, seed) read from its run name where the test
+    leaves them out, as every row the runner writes has them."""
+    variant, size, seed = row["run"].split("-")[:3]
+    return {"variant": variant, "size": size, "seed": int(seed.removeprefix("seed")), **row}
+
+
+def _typed(experiments, row: dict):
+    """A synthetic row as the grid reads it (`Row`); run name and cell made up where the test sets none."""
+    fields = {"run": f"{row.get('variant', 'vanilla')}-10k-seed{row.get('seed', 1)}", "grid": "g", **row}
+    return experiments["rows"].Row.from_json(_cell_of(fields))
 
 
 def _run(tmp_path: Path, name: str, **overrides):
@@ -119,7 +133,7 @@ def test_the_page_shows_finished_runs_only_and_prices_every_run_left_in_full(tmp
             "output_dir": str(tmp_path / "absent"),
         }  # fmt: skip
         with grid.results.open("a", encoding="utf-8") as results:
-            results.write(json.dumps(row) + "\n")
+            results.write(json.dumps(_cell_of(row)) + "\n")
         if value == 0.1:  # before the tuning has chosen, the runs waiting for it cost the longest run
             assert "longest finished run (80 minutes)" in " ".join(report._stopping_section(grid, grid.finished_rows()))
     rows = grid.finished_rows()
@@ -136,13 +150,13 @@ def test_the_page_shows_finished_runs_only_and_prices_every_run_left_in_full(tmp
     # price says so, naming both; rows that agree (or record no CPU) change nothing
     there = {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "9165e1b8bbc6a2dd"}
     here = {"model": "Intel Xeon", "kernels": "AVX512", "float_fingerprint": "f2666768cd6a4ba4"}
-    moved = [{**row, "provenance": {"cpu": there}} for row in rows]
+    moved = [dataclasses.replace(row, provenance={"cpu": there}) for row in rows]
     still = next(line for line in report._stopping_section(grid, moved, here) if line.startswith("Still to run"))
     assert ("hours of training (on a 2-core machine; minutes measured on AMD EPYC AVX512 (float fingerprint "
             "9165e1b8bbc6a2dd) price them, and this machine is another host, Intel Xeon AVX512 (float fingerprint "
             "f2666768cd6a4ba4), whose minutes differ, one run at a time;") in still  # fmt: skip
     # a grid that moved part-way: one finished run ran here, so both hosts price
-    mixed = [{**row, "provenance": {"cpu": here}} for row in moved[:1]] + moved[1:]
+    mixed = [dataclasses.replace(row, provenance={"cpu": here}) for row in moved[:1]] + moved[1:]
     still = next(line for line in report._stopping_section(grid, mixed, here) if line.startswith("Still to run"))
     assert ("(on a 2-core machine; minutes measured on AMD EPYC AVX512 (float fingerprint 9165e1b8bbc6a2dd) and "
             "on this machine, Intel Xeon AVX512 (float fingerprint f2666768cd6a4ba4), price them, and the hosts' "
@@ -157,8 +171,8 @@ def test_the_minutes_panel_names_the_runs_from_another_host_than_vanillas(experi
     there = {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "9165e1b8bbc6a2dd"}
     here = {"model": "Intel Xeon", "kernels": "AVX512", "float_fingerprint": "f2666768cd6a4ba4"}
 
-    def row(seed: int, cpu: dict) -> dict:
-        return {"seed": seed, "device": "cpu", "provenance": {"cpu": cpu}}
+    def row(seed: int, cpu: dict):
+        return _typed(experiments, {"seed": seed, "device": "cpu", "provenance": {"cpu": cpu}})
 
     rows_by = {
         ("vanilla", "10k"): [row(1, there), row(2, here)],
@@ -311,16 +325,16 @@ def test_a_grid_tunes_its_baseline_first_and_reuses_the_chosen_run(tmp_path, exp
     # vanilla's seed-1 run is one of the tuning runs; every other run waits for the tuned value
     assert all(run.waits_for_tuning for run in before[2:]) and len(before) == 5
     assert run_grid.main([str(path), "--seeds", "1"]) == 0  # tunes, then runs al_both seed 1 at the chosen value
-    rows = {row["run"]: row for row in grid_module.read_results(grid.results)}
-    tuned = max((0.0, 0.3), key=lambda v: (rows[f"vanilla-small-seed1-dropout{v}"]["valid"]["bleu"], -v))
+    rows = {row.run: row for row in grid_module.read_results(grid.results)}
+    tuned = max((0.0, 0.3), key=lambda v: (rows[f"vanilla-small-seed1-dropout{v}"].valid["bleu"], -v))
     assert grid.tuned_value("small") == tuned
-    assert rows["vanilla-small-seed1-dropout0.3"]["tuning"] == {"field": "dropout", "value": 0.3}
-    assert rows["al_both-small-seed1"]["overrides"]["dropout"] == tuned
+    assert rows["vanilla-small-seed1-dropout0.3"].tuning == {"field": "dropout", "value": 0.3}
+    assert rows["al_both-small-seed1"].overrides["dropout"] == tuned
     assert sorted(rows) == sorted(
         ["vanilla-small-seed1-dropout0.0", "vanilla-small-seed1-dropout0.3", "al_both-small-seed1"]
     )
     for row in rows.values():
-        assert row["stop_reason"] == "step cap" and row["precision"] == "fp32" and row["train_minutes"] > 0
+        assert row.stop_reason == "step cap" and row.precision == "fp32" and row.train_minutes > 0
     cells = [run.name for run in grid.cell_runs()]
     assert f"vanilla-small-seed1-dropout{tuned}" in cells and "vanilla-small-seed2" in cells
     assert len([name for name in cells if "dropout" in name]) == 1
@@ -368,16 +382,20 @@ def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, e
     record = {"command": "python recipes/benchmarks/speed_flags.py --json x", "date": "2026-11-24 08:14 UTC"}
     measured.write_text(json.dumps({**record, "float_fingerprint": "abc", "modes": modes}))
     host = {"provenance": {"cpu": {"float_fingerprint": "abc"}}}
-    rows = [{"precision": "bf16", "train_minutes": 80.0, **host}, {"precision": "bf16", "train_minutes": 100.0, **host}]
+    rows = [
+        _typed(experiments, {"seed": seed, "precision": "bf16", "train_minutes": minutes, **host})
+        for seed, minutes in ((1, 80.0), (2, 100.0))
+    ]
     validating = {80.0: 8.0, 100.0: None}  # the second run has no log: all its minutes count as training
-    lines = speeds.without_speed_flags(rows, lambda row: validating[row["train_minutes"]], measured)
+    lines = speeds.without_speed_flags(rows, lambda row: validating[row.train_minutes], measured)
     (line,) = [line for line in lines if line]
     # (72 x 1.25 + 8 x 0.75 + 100 x 1.25) / 2 = 110.5
     assert "2 bf16 runs took 90 minutes" in line and "would take about 110." in line
     assert "the runs' host" in line and "1.25x ±0.10" in line and "1.33x the time" in line
-    other = [{**row, "provenance": {"cpu": {"float_fingerprint": "def"}}} for row in rows]
+    other = [dataclasses.replace(row, provenance={"cpu": {"float_fingerprint": "def"}}) for row in rows]
     assert "host abc" in speeds.without_speed_flags(other, lambda row: None, measured)[1]
-    assert speeds.without_speed_flags([{**row, "precision": "fp32"} for row in rows], lambda row: None, measured) == []
+    fp32 = [dataclasses.replace(row, precision="fp32") for row in rows]
+    assert speeds.without_speed_flags(fp32, lambda row: None, measured) == []
     assert speeds.without_speed_flags(rows, lambda row: None, tmp_path / "absent.json") == []
 
 
@@ -385,7 +403,7 @@ def _finish(grid, run: str, bleu: float = 0.0, minutes: float = 1.0) -> list[dic
     """Append a finished run's row, as the runner would; the grid's rows after it."""
     row = {"grid": grid.name, "run": run, "train_minutes": minutes, "valid": {"bleu": bleu}}
     with grid.results.open("a", encoding="utf-8") as results:
-        results.write(json.dumps(row) + "\n")
+        results.write(json.dumps(_cell_of(row)) + "\n")
     return grid.finished_rows()
 
 
@@ -429,7 +447,7 @@ def _early_and_converged(tmp_path, experiments):
             "device": "cpu", "target_tokens_per_second": 1000.0, "output_dir": str(tmp_path / "absent" / run),
         }  # fmt: skip
         with grid.results.open("a", encoding="utf-8") as results:
-            results.write(json.dumps(row) + "\n")
+            results.write(json.dumps(_cell_of(row)) + "\n")
 
     grid_class = experiments["grid"].Grid
     return grid_class.load(early_path), grid_class.load(converged.path), finish
@@ -534,7 +552,7 @@ def test_the_tuning_table_says_when_the_chosen_value_lies_at_the_ranges_bound(tm
                 "size": "small", "output_dir": str(path / "absent"),
             }  # fmt: skip
             with grid.results.open("a", encoding="utf-8") as results:
-                results.write(json.dumps(row) + "\n")
+                results.write(json.dumps(_cell_of(row)) + "\n")
         return "\n".join(experiments["report"]._tuning_section(grid, grid.finished_rows()))
 
     at_bound = tuning_table({0.4: 27.0, 0.5: 27.5})
@@ -559,7 +577,7 @@ def test_a_tuning_run_cut_off_before_its_plateau_is_named_under_the_tuning_table
             "tuning": {"field": "dropout", "value": value}, "output_dir": str(tmp_path / "absent"),
         }  # fmt: skip
         with grid.results.open("a", encoding="utf-8") as results:
-            results.write(json.dumps(row) + "\n")
+            results.write(json.dumps(_cell_of(row)) + "\n")
     note = (
         "dropout 0.5 stopped at the step cap (step 40,000), not on a validation plateau: its validation BLEU "
         "20.5 is where it had got to, not where it would level off, so dropout 0.4 is chosen over it without "
@@ -576,7 +594,7 @@ def test_a_tuning_run_cut_off_before_its_plateau_is_named_under_the_tuning_table
             row = {"grid": grid.name, "run": f"vanilla-small-seed1-dropout{value}", "valid": {"bleu": bleu},
                    "steps": 40000, "stop_reason": reason if value == 0.4 else "validation plateau"}  # fmt: skip
             with grid.results.open("a", encoding="utf-8") as results:
-                results.write(json.dumps(row) + "\n")
+                results.write(json.dumps(_cell_of(row)) + "\n")
     assert plateau.tuned_unconverged_note("small") is None
     assert capped.tuned_unconverged_note("small") == (
         "dropout 0.4 stopped at the step cap (step 40,000), not on a validation plateau: the chosen value's "
@@ -607,14 +625,14 @@ def test_the_runner_grows_the_tuning_range_then_runs_the_variants_at_the_tuned_v
     path = grid.path
     _finish(grid, "vanilla-small-seed1-dropout0.0", -1.0)  # below any BLEU a trained run can reach
     assert experiments["run_grid"].main([str(path)]) == 0
-    rows = {row["run"]: row for row in experiments["grid"].read_results(grid.results)}
+    rows = {row.run: row for row in experiments["grid"].read_results(grid.results)}
     values = grid.tuning_values("small")
-    bleu = {value: rows[f"vanilla-small-seed1-dropout{value}"]["valid"]["bleu"] for value in values}
+    bleu = {value: rows[f"vanilla-small-seed1-dropout{value}"].valid["bleu"] for value in values}
     tuned = grid.tuned_value("small")
     # the range grew until the best (the first listed on a tie) lay inside it or at the upper bound
     assert values[:3] == [0.0, 0.1, 0.2] and values == sorted(values)
     assert tuned == max(values, key=lambda value: (bleu[value], -value)) and (tuned < values[-1] or tuned == 0.5)
-    assert rows["al_both-small-seed1"]["overrides"]["dropout"] == tuned
+    assert rows["al_both-small-seed1"].overrides["dropout"] == tuned
     out = capsys.readouterr().out
     assert "the best dropout lay at the edge of the range, which grows to 0.0, 0.1, 0.2" in out
     assert f"Tuning: dropout {tuned} at small" in out
@@ -632,19 +650,22 @@ def test_the_plateau_swing_is_the_evaluations_noise_from_the_best_step_on(tmp_pa
         "variant": "vanilla", "valid": {"bleu": 21.0}, "test": {"bleu": 24.0}, "steps": 500, "best_step": 200,
         "stop_reason": "validation plateau", "output_dir": str(tmp_path / "absent"),
     }  # fmt: skip
+    row = _typed(experiments, row)
     assert comparisons.plateau_swing(grid, row) is None  # no log yet
     climb_and_plateau = {100: 10.0, 200: 21.0, 500: 20.5, 300: 20.0, 400: 20.5}  # logged out of order
     log = [{"step": step, "eval_bleu": bleu} for step, bleu in climb_and_plateau.items()]
     log.insert(1, {"step": 150, "loss": 3.0})  # training entries carry no BLEU
-    folder = grid.archive_folder(row["run"])
+    folder = grid.archive_folder(row.run)
     folder.mkdir(parents=True)
     (folder / "log_history.json").write_text(json.dumps(log), encoding="utf-8")
     # from 200 on: 21.0 -> 20.0 -> 20.5 -> 20.5, changes 1.0, 0.5, 0.0
     assert comparisons.plateau_swing(grid, row) == pytest.approx((0.5, 1.0))
-    assert comparisons.plateau_swing(grid, {**row, "best_step": None}) is None
-    assert comparisons.plateau_swing(grid, {**row, "stop_reason": "step cap"}) is None  # no plateau to swing on
+    assert comparisons.plateau_swing(grid, dataclasses.replace(row, best_step=None)) is None
+    assert (
+        comparisons.plateau_swing(grid, dataclasses.replace(row, stop_reason="step cap")) is None
+    )  # no plateau to swing on
     with grid.results.open("a", encoding="utf-8") as results:
-        results.write(json.dumps(row) + "\n")
+        results.write(json.dumps(row.to_json()) + "\n")
     section = "\n".join(experiments["report"]._stopping_section(grid, grid.finished_rows()))
     # no vanilla-by-the-stop for vanilla itself, then the swing
     assert "| vanilla-small-seed1-dropout0.1 | 500 | validation plateau | 200 | 21.0 | – | 0.50 (1.00) | 24.0 |" in (
@@ -668,7 +689,7 @@ def test_the_stopping_table_says_where_vanilla_stood_when_a_variant_stopped(tmp_
     variant = {**common, "run": "al_both-small-seed1", "variant": "al_both", "valid": {"bleu": 26.5},
                "test": {"bleu": 29.0}, "steps": 500, "best_step": 300}  # fmt: skip
     with grid.results.open("a", encoding="utf-8") as results:
-        results.writelines(json.dumps(row) + "\n" for row in (vanilla, other, variant))
+        results.writelines(json.dumps(_cell_of(row)) + "\n" for row in (vanilla, other, variant))
 
     def cell(run: str) -> str:
         section = experiments["report"]._stopping_section(grid, grid.finished_rows())
@@ -771,7 +792,7 @@ def test_the_page_replays_each_stop_under_the_rule_the_grid_writes_now(tmp_path,
         folder.mkdir(parents=True)
         (folder / "log_history.json").write_text(json.dumps(log), encoding="utf-8")
         with grid.results.open("a", encoding="utf-8") as results:
-            results.write(json.dumps(row) + "\n")
+            results.write(json.dumps(_cell_of(row)) + "\n")
         return grid.finished_rows()
 
     rule = "3 evaluations without a new best validation BLEU or a new lowest validation loss"
@@ -806,8 +827,9 @@ def test_the_page_says_how_near_each_run_came_to_stopping_sooner(tmp_path, exper
         "stop_reason": "validation plateau", "tuning": {"field": "dropout", "value": 0.1},
         "output_dir": str(tmp_path / "absent"),
     }  # fmt: skip
+    row = _typed(experiments, row)
     assert comparisons.longest_stall(grid, row) is None  # no log yet
-    folder = grid.archive_folder(row["run"])
+    folder = grid.archive_folder(row.run)
     folder.mkdir(parents=True)
     (folder / "log_history.json").write_text(json.dumps(log[::-1]), encoding="utf-8")  # any order
     assert comparisons.replayed_stop(grid, row) == 1200
@@ -817,7 +839,7 @@ def test_the_page_says_how_near_each_run_came_to_stopping_sooner(tmp_path, exper
     assert comparisons.longest_stall(grid, row) == (0, 0)
     (folder / "log_history.json").write_text(json.dumps(log), encoding="utf-8")
     with grid.results.open("a", encoding="utf-8") as results:
-        results.write(json.dumps(row) + "\n")
+        results.write(json.dumps(row.to_json()) + "\n")
     section = " ".join(experiments["report"]._stopping_section(grid, grid.finished_rows()))
     assert (
         "the most evaluations in a row each run went without a new best validation BLEU or a new lowest "

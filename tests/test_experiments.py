@@ -5,6 +5,7 @@ The figures and numbers themselves come from real runs (recipes/experiments/RESU
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -62,37 +63,37 @@ def finished_grid(tmp_path_factory, experiments):
 def test_every_run_appends_one_complete_row(finished_grid, experiments):
     grid, _ = finished_grid
     rows = experiments["grid"].read_results(grid.results)
-    assert sorted(row["run"] for row in rows) == sorted(
+    assert sorted(row.run for row in rows) == sorted(
         f"{variant}-small-seed{seed}" for variant in ("vanilla", "al_both", "graph_gate") for seed in (1, 2)
     )
-    assert [row["seed"] for row in rows[:3]] == [1, 1, 1]  # seed-major order
+    assert [row.seed for row in rows[:3]] == [1, 1, 1]  # seed-major order
     for row in rows:
-        assert row["steps"] == 2 and row["device"].startswith("cpu") and row["parameters"] > 0
-        assert row["target_tokens_per_second"] > 0 and row["wall_seconds"] > 0
+        assert row.steps == 2 and row.device.startswith("cpu") and row.parameters > 0
+        assert row.target_tokens_per_second > 0 and row.wall_seconds > 0
         # the training process's CPU time comes back with its exit status (it is busy for most of its run)
-        assert 0.2 * row["wall_seconds"] < row["cpu_seconds"] and row["cores_used"] <= os.cpu_count() + 0.1
-        test = row["test"]
+        assert 0.2 * row.wall_seconds < row.cpu_seconds and row.cores_used <= os.cpu_count() + 0.1
+        test = row.test
         for key in ("bleu", "chrf", "chrf_pp", "bleu_tokenized"):
             assert isinstance(test[key], float), key
         assert "nrefs:1" in test["bleu_signature"] and "nw:2" in test["chrf_pp_signature"]
         # the translations and training log the report needs are kept beside the results file
-        archived = grid.archive_folder(row["run"])
-        assert Path(row["hypotheses"]) == archived / "test_predictions.txt.gz"
-        output = grid.output_root / row["run"]
+        archived = grid.archive_folder(row.run)
+        assert Path(row.hypotheses) == archived / "test_predictions.txt.gz"
+        output = grid.output_root / row.run
         translations = (output / "test_predictions.txt").read_bytes()
         assert gzip.decompress((archived / "test_predictions.txt.gz").read_bytes()) == translations
         log = json.loads((output / "trainer_state.json").read_text(encoding="utf-8"))["log_history"]
         assert json.loads((archived / "log_history.json").read_text(encoding="utf-8")) == log
         # what a rerun has to match: code, libraries, corpus content
-        provenance = row["provenance"]
+        provenance = row.provenance
         assert provenance["commit"] is None or len(provenance["commit"]) == 40
         assert provenance["packages"]["torch"].startswith("2.")
         assert set(provenance["corpus_sha256"]) == {"train.jsonl", "valid.jsonl", "test.jsonl"}
         assert provenance["cpu"]["model"] and provenance["cpu"]["kernels"]
         assert provenance["cpu"]["float_fingerprint"] == float_fingerprint()
     assert grid.archive == grid.results.parent / "archive" / "tiny"
-    assert {row["options"]["attention_link"] for row in rows if row["variant"] == "al_both"} == {"both"}
-    assert all(row["options"]["graph_attention"] for row in rows if row["variant"] == "graph_gate")
+    assert {row.options["attention_link"] for row in rows if row.variant == "al_both"} == {"both"}
+    assert all(row.options["graph_attention"] for row in rows if row.variant == "graph_gate")
 
 
 def test_an_interrupted_run_resumes_from_its_checkpoint(finished_grid):
@@ -114,8 +115,8 @@ def test_the_report_lists_every_run_with_tables_tests_and_figures(finished_grid,
     page = experiments["report"].write_report(grid).read_text(encoding="utf-8")
     rows = experiments["grid"].read_results(grid.results)
     for row in rows:
-        assert f"| {row['run']} |" in page
-        assert f"| {row['wall_seconds']} | {row['cores_used']} |" in page
+        assert f"| {row.run} |" in page
+        assert f"| {row.wall_seconds} | {row.cores_used} |" in page
     link_table = page.split("## Attention link")[1].split("##")[0]
     al_row = next(line for line in link_table.splitlines() if line.startswith("| al_both |"))
     cells = [cell.strip() for cell in al_row.strip("|").split("|")]
@@ -213,25 +214,48 @@ def test_a_run_under_way_stays_off_the_page(finished_grid, experiments, tmp_path
     assert "![learning_curves_small](figures/tiny/learning_curves_small.png)" in page
 
 
+def as_rows(experiments, rows_by: dict) -> dict:
+    """Synthetic rows by (variant, size), each a dict of the fields a test sets, typed as the grid reads them."""
+    row = experiments["rows"].Row.from_json
+    return {
+        (variant, size): [
+            row(
+                {
+                    "run": f"{variant}-{size}-seed{fields['seed']}",
+                    "grid": "g",
+                    "variant": variant,
+                    "size": size,
+                    **fields,
+                }
+            )
+            for fields in rows
+        ]
+        for (variant, size), rows in rows_by.items()
+    }
+
+
 def test_the_speed_ratio_pairs_runs_by_seed_and_takes_the_median(experiments):
     """A seed that shared the cores, or a vanilla run made in a faster sitting, must not decide the
     ratio: each run is compared with vanilla's run of its seed, and the median over pairs is shown with
     their range. Fastest over fastest would give 1600 / 2400 = 0.67 here."""
-    rows_by = {
-        ("vanilla", "10k"): [
-            {"seed": 1, "target_tokens_per_second": 2000.0},
-            {"seed": 2, "target_tokens_per_second": 1300.0},  # shared the cores
-            {"seed": 3, "target_tokens_per_second": 2400.0},  # a faster sitting than its variant runs
-        ],
-        ("graph_gate", "10k"): [
-            {"seed": 1, "target_tokens_per_second": 1600.0},
-            {"seed": 2, "target_tokens_per_second": 1200.0},
-            {"seed": 3, "target_tokens_per_second": 1200.0},
-        ],
-        ("graph_gate", "full"): [{"seed": 1, "target_tokens_per_second": 900.0}],  # no vanilla at full
-        ("graph_half_gate", "10k"): [{"seed": 2, "target_tokens_per_second": 1040.0}],
-        ("graph_self_gate", "10k"): [{"seed": 4, "target_tokens_per_second": 1000.0}],  # no vanilla seed 4
-    }
+    rows_by = as_rows(
+        experiments,
+        {
+            ("vanilla", "10k"): [
+                {"seed": 1, "target_tokens_per_second": 2000.0},
+                {"seed": 2, "target_tokens_per_second": 1300.0},  # shared the cores
+                {"seed": 3, "target_tokens_per_second": 2400.0},  # a faster sitting than its variant runs
+            ],
+            ("graph_gate", "10k"): [
+                {"seed": 1, "target_tokens_per_second": 1600.0},
+                {"seed": 2, "target_tokens_per_second": 1200.0},
+                {"seed": 3, "target_tokens_per_second": 1200.0},
+            ],
+            ("graph_gate", "full"): [{"seed": 1, "target_tokens_per_second": 900.0}],  # no vanilla at full
+            ("graph_half_gate", "10k"): [{"seed": 2, "target_tokens_per_second": 1040.0}],
+            ("graph_self_gate", "10k"): [{"seed": 4, "target_tokens_per_second": 1000.0}],  # no vanilla seed 4
+        },
+    )
     speed_ratio = experiments["speeds"].speed_ratio
     assert speed_ratio(rows_by, "graph_gate", ["10k", "full"]) == "0.80 (0.50-0.92)"
     assert speed_ratio(rows_by, "graph_half_gate", ["10k"]) == "0.80"  # one pair: no range
@@ -247,22 +271,25 @@ def test_the_speed_ratio_pairs_only_runs_made_on_the_same_machine(experiments):
     avx512 = {"cpu": {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "b"}}
     old_row = {"cpu": {"model": "AMD EPYC", "kernels": "AVX2"}}  # before the fingerprint was recorded
     cpu = "cpu (2 cores, 2 processes; x86_64)"
-    rows_by = {
-        ("vanilla", "full"): [
-            {"seed": 1, "device": cpu, "provenance": avx2, "target_tokens_per_second": 2000.0},
-            {"seed": 2, "device": cpu, "provenance": avx2, "target_tokens_per_second": 1600.0},
-            {"seed": 3, "device": cpu, "provenance": old_row, "target_tokens_per_second": 2000.0},
-            {"seed": 4, "device": cpu, "target_tokens_per_second": 2000.0},
-            {"seed": 5, "device": cpu, "concurrent_runs": 1, "target_tokens_per_second": 2000.0},
-        ],
-        ("graph_gate", "full"): [
-            {"seed": 1, "device": cpu, "provenance": avx2, "target_tokens_per_second": 1800.0},
-            {"seed": 2, "device": cpu, "provenance": avx512, "target_tokens_per_second": 2600.0},  # another host
-            {"seed": 3, "device": cpu, "provenance": avx2, "target_tokens_per_second": 1700.0},
-            {"seed": 4, "device": "cuda (NVIDIA H200)", "target_tokens_per_second": 90000.0},
-            {"seed": 5, "device": cpu, "concurrent_runs": 2, "target_tokens_per_second": 1000.0},
-        ],
-    }
+    rows_by = as_rows(
+        experiments,
+        {
+            ("vanilla", "full"): [
+                {"seed": 1, "device": cpu, "provenance": avx2, "target_tokens_per_second": 2000.0},
+                {"seed": 2, "device": cpu, "provenance": avx2, "target_tokens_per_second": 1600.0},
+                {"seed": 3, "device": cpu, "provenance": old_row, "target_tokens_per_second": 2000.0},
+                {"seed": 4, "device": cpu, "target_tokens_per_second": 2000.0},
+                {"seed": 5, "device": cpu, "concurrent_runs": 1, "target_tokens_per_second": 2000.0},
+            ],
+            ("graph_gate", "full"): [
+                {"seed": 1, "device": cpu, "provenance": avx2, "target_tokens_per_second": 1800.0},
+                {"seed": 2, "device": cpu, "provenance": avx512, "target_tokens_per_second": 2600.0},  # another host
+                {"seed": 3, "device": cpu, "provenance": avx2, "target_tokens_per_second": 1700.0},
+                {"seed": 4, "device": "cuda (NVIDIA H200)", "target_tokens_per_second": 90000.0},
+                {"seed": 5, "device": cpu, "concurrent_runs": 2, "target_tokens_per_second": 1000.0},
+            ],
+        },
+    )
     assert experiments["speeds"].speed_ratio(rows_by, "graph_gate", ["full"]) == "0.88 (0.85-0.90)"
     cells = [experiments["speeds"].device_cell(row) for row in rows_by[("graph_gate", "full")][1:3]]
     assert cells == [f"{cpu}, AMD EPYC AVX512", f"{cpu}, AMD EPYC AVX2"]
@@ -272,19 +299,18 @@ def test_the_speed_ratio_pairs_only_runs_made_on_the_same_machine(experiments):
 def test_the_speed_ratio_leaves_validation_out_only_where_every_run_can(experiments):
     """Training-step speed (validation passes left out) where every run of both sides has it; else the
     recorded speed for both sides: a ratio never compares one measure with the other."""
-    vanilla = [
-        {"seed": 1, "target_tokens_per_second": 2000.0, "alone": 2500.0},
-        {"seed": 2, "target_tokens_per_second": 2000.0},
-    ]
-    gate = [
-        {"seed": 1, "target_tokens_per_second": 1500.0, "alone": 1500.0},
-        {"seed": 2, "target_tokens_per_second": 1100.0},
-    ]
-    rows_by = {("vanilla", "10k"): vanilla, ("graph_gate", "10k"): gate}
+    vanilla = [{"seed": 1, "target_tokens_per_second": 2000.0}, {"seed": 2, "target_tokens_per_second": 2000.0}]
+    gate = [{"seed": 1, "target_tokens_per_second": 1500.0}, {"seed": 2, "target_tokens_per_second": 1100.0}]
+    rows_by = as_rows(experiments, {("vanilla", "10k"): vanilla, ("graph_gate", "10k"): gate})
+    alone = {("vanilla", 1): 2500.0, ("graph_gate", 1): 1500.0}  # training-step speeds where the logs give them
     speed_ratio = experiments["speeds"].speed_ratio
-    assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: row.get("alone")) == "0.65 (0.55-0.75)"  # recorded
-    vanilla[1]["alone"], gate[1]["alone"] = 2000.0, 1000.0
-    assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: row.get("alone")) == "0.55 (0.50-0.60)"  # alone
+    assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: alone.get((row.variant, row.seed))) == (
+        "0.65 (0.55-0.75)"  # recorded
+    )
+    alone[("vanilla", 2)], alone[("graph_gate", 2)] = 2000.0, 1000.0
+    assert speed_ratio(rows_by, "graph_gate", ["10k"], lambda row: alone.get((row.variant, row.seed))) == (
+        "0.55 (0.50-0.60)"  # alone
+    )
 
 
 def test_training_speed_leaves_the_validation_passes_out(finished_grid, experiments):
@@ -296,25 +322,25 @@ def test_training_speed_leaves_the_validation_passes_out(finished_grid, experime
     report, run_grid = experiments["report"], experiments["run_grid"]
     page = report.write_report(grid, analysis=False).read_text(encoding="utf-8")
     for row in experiments["grid"].read_results(grid.results):
-        resumed = row["resumed_from_step"]
-        assert resumed == (1 if row["run"] == "al_both-small-seed1" else None)
-        log = json.loads((grid.archive_folder(row["run"]) / "log_history.json").read_text(encoding="utf-8"))
+        resumed = row.resumed_from_step
+        assert resumed == (1 if row.run == "al_both-small-seed1" else None)
+        log = json.loads((grid.archive_folder(row.run) / "log_history.json").read_text(encoding="utf-8"))
         sitting = [entry for entry in log if entry["step"] > (resumed or 0)]
         validating = sum(entry["eval_runtime"] for entry in sitting if "eval_runtime" in entry)
         runtime = next(entry["train_runtime"] for entry in log if "train_runtime" in entry)
-        assert validating > 0 and runtime == pytest.approx(row["train_seconds"], abs=0.05)
+        assert validating > 0 and runtime == pytest.approx(row.train_seconds, abs=0.05)
         assert experiments["speeds"].training_seconds(grid, row) == pytest.approx(runtime - validating)
-        output = grid.output_root / row["run"]
+        output = grid.output_root / row.run
         tokens = run_grid.target_tokens_per_epoch(
             output, str(grid.results.parent.parent / "corpus"), "train", "en", "es"
         )
-        trained_epochs = row["epochs"] * (row["steps"] - (resumed or 0)) / row["steps"]
-        assert row["target_tokens_per_second"] == pytest.approx(tokens * trained_epochs / runtime, rel=5e-3)
+        trained_epochs = row.epochs * (row.steps - (resumed or 0)) / row.steps
+        assert row.target_tokens_per_second == pytest.approx(tokens * trained_epochs / runtime, rel=5e-3)
         speed = experiments["speeds"].training_speed(grid, row)
-        assert speed > row["target_tokens_per_second"]
-        assert f"| {row['target_tokens_per_second']} | {speed} | {row['wall_seconds']} |" in page
+        assert speed > row.target_tokens_per_second
+        assert f"| {row.target_tokens_per_second} | {speed} | {row.wall_seconds} |" in page
         steps, minutes, _ = experiments["figures"].learning_curve(grid, row)[-1]
-        trained_steps = row["steps"] - (resumed or 0)
+        trained_steps = row.steps - (resumed or 0)
         assert minutes == pytest.approx(steps * experiments["speeds"].training_seconds(grid, row) / trained_steps / 60)
     assert "| al_both-small-seed1 | cpu" in page and "| 2 (resumed at 1) |" in page
 
@@ -337,7 +363,7 @@ def test_jobs_run_side_by_side_and_a_failed_run_starts_no_more(tmp_path, experim
     assert "vanilla-small-seed1: started" in out and "broken-small-seed1: started" in out
     assert "broken-small-seed1 failed (exit 2)" in out
     rows = experiments["grid"].read_results(grid.results)
-    assert [(row["run"], row["concurrent_runs"]) for row in rows] == [("vanilla-small-seed1", 2)]
+    assert [(row.run, row.concurrent_runs) for row in rows] == [("vanilla-small-seed1", 2)]
     assert not (grid.output_root / "al_both-small-seed1").exists()
 
 
@@ -367,8 +393,15 @@ def test_grid_errors_name_the_problem(tmp_path, experiments):
     with pytest.raises(ValueError, match=r"unknown variants \['nope'\]"):
         grid_module.Grid.load(path).runs(variants="nope")
     results = tmp_path / "results.jsonl"
-    results.write_text('{"run": "a"}\n{broken\n', encoding="utf-8")
-    with pytest.raises(ValueError, match="results.jsonl, line 2"):
+    complete = '{"run": "a", "grid": "g", "variant": "vanilla", "size": "10k", "seed": 1}'
+    results.write_text(f"{complete}\n{{broken\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="results.jsonl, line 2: not a JSON object"):
+        grid_module.read_results(results)
+    results.write_text(f'{complete}\n{{"run": "b"}}\n', encoding="utf-8")  # a row without its cell
+    with pytest.raises(ValueError, match="results.jsonl, line 2: .*missing .*'grid', 'variant', 'size', and 'seed'"):
+        grid_module.read_results(results)
+    results.write_text(complete[:-1] + ', "speed": 1}\n', encoding="utf-8")  # a field no runner writes
+    with pytest.raises(ValueError, match=r"results.jsonl, line 1: run 'a': unknown fields \['speed'\]"):
         grid_module.read_results(results)
     for flag in ("--jobs", "--processes"):  # refused before the grid is read or anything runs
         with pytest.raises(SystemExit):
@@ -451,17 +484,17 @@ def test_the_report_refuses_runs_whose_outputs_are_not_here(finished_grid, exper
     _, path = finished_grid
     spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     rows = experiments["grid"].read_results(Path(spec["results"]))
-    rows[0] = {**rows[0], "output_dir": str(tmp_path / "gone"), "hypotheses": str(tmp_path / "gone" / "test.txt")}
+    rows[0] = dataclasses.replace(rows[0], output_dir=str(tmp_path / "gone"), hypotheses=str(tmp_path / "gone" / "t"))
     results = tmp_path / "results" / "results.jsonl"
     results.parent.mkdir()
-    results.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    results.write_text("".join(json.dumps(row.to_json()) + "\n" for row in rows), encoding="utf-8")
     moved = tmp_path / "grid.yaml"
     moved.write_text(yaml.safe_dump({**spec, "results": str(results)}), encoding="utf-8")
 
     report = experiments["report"]
     assert report.main([str(moved), "--no-analysis"]) == 2
     error = capsys.readouterr().err
-    assert rows[0]["run"] in error and "--allow-missing-outputs" in error and "--restore" in error
+    assert rows[0].run in error and "--allow-missing-outputs" in error and "--restore" in error
     assert not (results.parent / "RESULTS_tiny.md").exists()
     assert report.main([str(moved), "--no-analysis", "--allow-missing-outputs"]) == 0
     assert (results.parent / "RESULTS_tiny.md").is_file()
@@ -519,18 +552,16 @@ def test_restore_archives_nothing_that_does_not_match_its_row(finished_grid, exp
     reproduce) is moved aside, not archived; a run that could not be rerun as its row records it (another
     number of processes) is not started. Both make ``--restore`` fail."""
     _, path = finished_grid
-    rows = {
-        row["run"]: row for row in experiments["grid"].read_results(Path(yaml.safe_load(path.read_text())["results"]))
-    }
+    rows = {row.run: row for row in experiments["grid"].read_results(Path(yaml.safe_load(path.read_text())["results"]))}
     altered = rows["vanilla-small-seed1"]
-    altered = {**altered, "test": {**altered["test"], "bleu": altered["test"]["bleu"] + 1.0}}
-    moved = copy_of_grid(path, tmp_path, [altered, rows["vanilla-small-seed2"]])
+    altered = dataclasses.replace(altered, test={**altered.test, "bleu": altered.test["bleu"] + 1.0})
+    moved = copy_of_grid(path, tmp_path, [altered.to_json(), rows["vanilla-small-seed2"].to_json()])
     grid = experiments["grid"].Grid.load(moved)
     shutil.rmtree(grid.output_root / "vanilla-small-seed2")
 
     assert experiments["run_grid"].main([str(moved), "--restore", "--processes", "2"]) == 1
     out = capsys.readouterr().out
-    assert f"vanilla-small-seed1: does not reproduce its row (test BLEU {altered['test']['bleu']} in the row" in out
+    assert f"vanilla-small-seed1: does not reproduce its row (test BLEU {altered.test['bleu']} in the row" in out
     assert "same commit, packages and corpus" in out  # the first guess at a cause
     assert not grid.archive_folder("vanilla-small-seed1").exists()
     assert (grid.output_root / "not_reproduced" / "vanilla-small-seed1" / "results.json").is_file()
@@ -539,16 +570,22 @@ def test_restore_archives_nothing_that_does_not_match_its_row(finished_grid, exp
     assert not (grid.output_root / "vanilla-small-seed2").exists() and not grid.archive.exists()
     row, run = rows["vanilla-small-seed2"], grid.runs("vanilla", seeds="2")[0]
     assert experiments["run_grid"].rerun_problem(row, run, processes=1) is None
-    other_corpus = {**row["provenance"], "corpus_sha256": {"test.jsonl": "0" * 64}}
-    assert "corpus" in experiments["run_grid"].rerun_problem({**row, "provenance": other_corpus}, run, processes=1)
-    other_cpu = {**row["provenance"], "cpu": {"model": "another CPU", "kernels": "AVX512"}}
-    assert "float sums" in experiments["run_grid"].rerun_problem({**row, "provenance": other_cpu}, run, processes=1)
+    other_corpus = {**row.provenance, "corpus_sha256": {"test.jsonl": "0" * 64}}
+    assert "corpus" in experiments["run_grid"].rerun_problem(
+        dataclasses.replace(row, provenance=other_corpus), run, processes=1
+    )
+    other_cpu = {**row.provenance, "cpu": {"model": "another CPU", "kernels": "AVX512"}}
+    assert "float sums" in experiments["run_grid"].rerun_problem(
+        dataclasses.replace(row, provenance=other_cpu), run, processes=1
+    )
     # a host that names the same CPU but sums differently; a row from before fingerprints is judged without one
-    cpu = row["provenance"]["cpu"]
-    other_host = {**row["provenance"], "cpu": {**cpu, "float_fingerprint": "0" * 16}}
-    assert "float sums" in experiments["run_grid"].rerun_problem({**row, "provenance": other_host}, run, processes=1)
-    older = {**row["provenance"], "cpu": {"model": cpu["model"], "kernels": cpu["kernels"]}}
-    assert experiments["run_grid"].rerun_problem({**row, "provenance": older}, run, processes=1) is None
+    cpu = row.provenance["cpu"]
+    other_host = {**row.provenance, "cpu": {**cpu, "float_fingerprint": "0" * 16}}
+    assert "float sums" in experiments["run_grid"].rerun_problem(
+        dataclasses.replace(row, provenance=other_host), run, processes=1
+    )
+    older = {**row.provenance, "cpu": {"model": cpu["model"], "kernels": cpu["kernels"]}}
+    assert experiments["run_grid"].rerun_problem(dataclasses.replace(row, provenance=older), run, processes=1) is None
     # a machine without the corpus: said as the training script would say it, before any rerun starts
     corpus = Path(run.recipe_fields()["corpus"])
     corpus.rename(corpus.with_name("set-aside"))
@@ -565,13 +602,17 @@ def test_a_rows_provenance_is_compared_on_what_both_records_name(finished_grid, 
     grid, _ = finished_grid
     what_changed = experiments["run_grid"]._what_changed
     row = grid.finished_rows()[0]
-    now = row["provenance"]
+    now = row.provenance
     assert {"hf_graphtf", "torch", "transformers", "sacrebleu"} <= set(now["packages"])  # software_record's
     older = {name: now["packages"][name] for name in ("torch", "transformers", "tokenizers", "accelerate")}
-    assert what_changed({**row, "provenance": {**now, "packages": older}}, now) == "same commit, packages and corpus"
+    assert (
+        what_changed(dataclasses.replace(row, provenance={**now, "packages": older}), now)
+        == "same commit, packages and corpus"
+    )
     other_torch = {**older, "torch": "2.0.0"}
     assert (
-        what_changed({**row, "provenance": {**now, "packages": other_torch}}, now) == "changed since the run: packages"
+        what_changed(dataclasses.replace(row, provenance={**now, "packages": other_torch}), now)
+        == "changed since the run: packages"
     )
 
 

@@ -11,10 +11,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grid import REPO_ROOT, Grid
-from speeds import speed_ratio, speed_ratios, training_speed
-
 from hf_graphtf.graph_fusions import FUSIONS
+
+from .grid import REPO_ROOT, Grid
+from .rows import Row, RowsByCell
+from .speeds import speed_ratio, speed_ratios, training_speed
 
 if TYPE_CHECKING:
     from hf_graphtf.training import PlateauRule
@@ -71,10 +72,10 @@ def seed_interval(deltas: list[float], level: float = 0.95) -> tuple[float, floa
     return mean, mean - half, mean + half
 
 
-def delta_cell(runs: list[dict], paired: list[dict], p_value: float | None) -> str:
+def delta_cell(runs: list[Row], paired: list[Row], p_value: float | None) -> str:
     """A budgets-table cell: the mean Δ over the shared seeds, their number, the seed-level 95% interval
     where two or more seeds ran, and the pooled paired-bootstrap p."""
-    deltas = [run["test"]["bleu"] - base["test"]["bleu"] for run, base in zip(runs, paired)]
+    deltas = [run.test["bleu"] - base.test["bleu"] for run, base in zip(runs, paired)]
     interval = seed_interval(deltas)
     text = f"{statistics.mean(deltas):+.2f} (n={len(deltas)}"
     if interval is not None:
@@ -90,17 +91,17 @@ def mean_sd(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)})"
 
 
-def plateau_swing(grid: Grid, row: dict) -> tuple[float, float] | None:
+def plateau_swing(grid: Grid, row: Row) -> tuple[float, float] | None:
     """How far validation BLEU moved from one evaluation to the next on a run's plateau, the best
     evaluation and every one after it (mean and largest absolute change): the evaluations' own noise,
     against which a difference between two runs' best validation BLEU can be read. None without the
     run's training log, with fewer than two evaluations on the plateau, or for a run that did not stop on
     one (a run cut off at the step cap may have its best at its last evaluations: the changes after it
     are no plateau's)."""
-    if row.get("stop_reason") != "validation plateau":
+    if row.stop_reason != "validation plateau":
         return None
     history = grid.log_history(row)
-    best_step = row.get("best_step")
+    best_step = row.best_step
     if history is None or best_step is None:
         return None
     bleu = dict(sorted((entry["step"], entry["eval_bleu"]) for entry in history if "eval_bleu" in entry))
@@ -109,7 +110,7 @@ def plateau_swing(grid: Grid, row: dict) -> tuple[float, float] | None:
     return (statistics.mean(changes), max(changes)) if changes else None
 
 
-def best_by_step(grid: Grid, row: dict, step: int) -> float | None:
+def best_by_step(grid: Grid, row: Row, step: int) -> float | None:
     """A run's best validation BLEU over its evaluations up to ``step``, from its training log: where it
     stood by the step another run had reached. None without the log or without an evaluation by then."""
     history = grid.log_history(row) or []
@@ -117,7 +118,7 @@ def best_by_step(grid: Grid, row: dict, step: int) -> float | None:
     return max(by_then) if by_then else None
 
 
-def replayed_stop(grid: Grid, row: dict) -> int | None:
+def replayed_stop(grid: Grid, row: Row) -> int | None:
     """The step at which early stopping, as the grid file writes it now (``common`` over the run's
     recipe), stops a run with this run's training log; None without the log or without a stop in it. A
     protocol changed while a grid runs holds for the runs that finished before only where this is the
@@ -126,7 +127,7 @@ def replayed_stop(grid: Grid, row: dict) -> int | None:
     return None if counts is None else counts[0].stop_step(counts[1])
 
 
-def longest_stall(grid: Grid, row: dict) -> tuple[int, int] | None:
+def longest_stall(grid: Grid, row: Row) -> tuple[int, int] | None:
     """The most evaluations in a row a run went without resetting its early-stopping patience before its
     last reset (the rule as the grid file writes it now, replayed over the run's log), and the step the
     stall reached that count: how near the run came to stopping sooner. Where a run stops is itself a
@@ -142,28 +143,28 @@ def longest_stall(grid: Grid, row: dict) -> tuple[int, int] | None:
     return max(stalls, key=lambda stall: stall[0], default=(0, 0))
 
 
-def _patience_counts(grid: Grid, row: dict) -> tuple[PlateauRule, list[dict]] | None:
+def _patience_counts(grid: Grid, row: Row) -> tuple[PlateauRule, list[dict]] | None:
     """The early-stopping rule the grid file writes now for a run (``common`` over its recipe) and the
     run's training log; None without either."""
     from hf_graphtf.training import PlateauRule, load_recipe
 
     history = grid.log_history(row)
-    recipe = {**(load_recipe(REPO_ROOT / row["recipe"]) if row.get("recipe") else {}), **grid.common}
+    recipe = {**(load_recipe(REPO_ROOT / row.recipe) if row.recipe else {}), **grid.common}
     rule = PlateauRule.from_fields(recipe.get)
     return None if history is None or rule is None else (rule, history)
 
 
-def paired_bootstrap(grid: Grid, baseline: list[dict], system: list[dict], references: list[str]) -> float | None:
+def paired_bootstrap(grid: Grid, baseline: list[Row], system: list[Row], references: list[str]) -> float | None:
     """sacreBLEU's paired bootstrap p-value of ``system`` against ``baseline`` on the pooled translations
     of the seeds both have (seed by seed, against the same references); None without translations."""
     from sacrebleu.metrics import BLEU
     from sacrebleu.significance import PairedTest
 
-    seeds = sorted({row["seed"] for row in baseline} & {row["seed"] for row in system})
+    seeds = sorted({row.seed for row in baseline} & {row.seed for row in system})
     pooled_base, pooled_system = [], []
     for seed in seeds:
-        base = grid.hypotheses(next(row for row in baseline if row["seed"] == seed))
-        other = grid.hypotheses(next(row for row in system if row["seed"] == seed))
+        base = grid.hypotheses(next(row for row in baseline if row.seed == seed))
+        other = grid.hypotheses(next(row for row in system if row.seed == seed))
         if base is None or other is None:
             return None
         pooled_base += base
@@ -181,16 +182,16 @@ def paired_bootstrap(grid: Grid, baseline: list[dict], system: list[dict], refer
     return results["BLEU"][1].p_value
 
 
-def on_shared_seeds(runs: list[dict], base: list[dict]) -> tuple[list[dict], list[dict]]:
+def on_shared_seeds(runs: list[Row], base: list[Row]) -> tuple[list[Row], list[Row]]:
     """The variant's runs and vanilla's runs of the seeds both have: a Δ over different seeds would
     carry the seeds' own spread (up to a BLEU here) into the difference."""
-    seeds = {row["seed"] for row in runs} & {row["seed"] for row in base}
-    return [row for row in runs if row["seed"] in seeds], [row for row in base if row["seed"] in seeds]
+    seeds = {row.seed for row in runs} & {row.seed for row in base}
+    return [row for row in runs if row.seed in seeds], [row for row in base if row.seed in seeds]
 
 
 def comparison_table(
     grid: Grid,
-    rows_by: dict[tuple[str, str], list[dict]],
+    rows_by: RowsByCell,
     variants: tuple[str, ...],
     sizes: list[str],
     references: dict[str, list[str]],
@@ -210,12 +211,12 @@ def comparison_table(
         cells = [variant]
         if with_cost:
             runs = [row for size in sizes for row in rows_by.get((variant, size), [])]
-            cells.append(f"{runs[0]['parameters'] / 1e6:.2f} M")
+            cells.append(f"{runs[0].parameters / 1e6:.2f} M")
             cells.append(speed_ratio(rows_by, variant, sizes, lambda row: training_speed(grid, row)))
         for size in sizes:
             runs = rows_by.get((variant, size), [])
             base = rows_by.get(("vanilla", size), [])
-            bleu = [row["test"]["bleu"] for row in runs]
+            bleu = [row.test["bleu"] for row in runs]
             cells.append(mean_sd(bleu))
             if variant == "vanilla" or not runs or not base:
                 cells += ["", ""]
@@ -223,12 +224,12 @@ def comparison_table(
                 shared, paired = on_shared_seeds(runs, base)
                 if not paired:  # no seed in common: the means of whatever each side has
                     shared, paired = runs, base
-                delta = statistics.mean(row["test"]["bleu"] for row in shared) - statistics.mean(
-                    row["test"]["bleu"] for row in paired
+                delta = statistics.mean(row.test["bleu"] for row in shared) - statistics.mean(
+                    row.test["bleu"] for row in paired
                 )
                 p_value = paired_bootstrap(grid, base, runs, references[size]) if size in references else None
                 cells += [f"{delta:+.2f}", "–" if p_value is None else f"{p_value:.3f}"]
-            cells.append(mean_sd([row["test"]["bleu_tokenized"] for row in runs]))
+            cells.append(mean_sd([row.test["bleu_tokenized"] for row in runs]))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -269,7 +270,7 @@ def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                     continue
                 p_value = paired_bootstrap(grid, paired, runs, references[size]) if size in references else None
                 deltas[variant][label] = delta_cell(runs, paired, p_value)
-                params.setdefault(variant, runs[0]["parameters"] / base[0]["parameters"] - 1)
+                params.setdefault(variant, runs[0].parameters / base[0].parameters - 1)
                 speeds[variant] += speed_ratios(rows_by, variant, [size], lambda row, g=grid: training_speed(g, row))
     # by training split (10K before the full set), then by training length, a plateau last
     columns.sort(key=lambda column: (column[1] != "train_10k", column[1], column[2]))
@@ -300,7 +301,7 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
             for variant in compared:
                 # both in seed order, one row per seed: pairs line up
                 runs, paired = on_shared_seeds(rows_by.get((variant, size), []), rows_by.get(("vanilla", size), []))
-                deltas = [run["test"]["bleu"] - base["test"]["bleu"] for run, base in zip(runs, paired)]
+                deltas = [run.test["bleu"] - base.test["bleu"] for run, base in zip(runs, paired)]
                 one_seed |= len(deltas) == 1
                 if len(deltas) > 1 and statistics.stdev(deltas) > spread.get(variant, (-1.0, ""))[0]:
                     spread[variant] = (statistics.stdev(deltas), budget_label(grid, size))

@@ -8,8 +8,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from grid import REPO_ROOT, Grid, baseline_row
-from speeds import runtime_and_training_seconds, same_machine
+from .grid import REPO_ROOT, Grid, baseline_row
+from .rows import Row, RowsByCell
+from .speeds import runtime_and_training_seconds, same_machine
 
 # the gate figure's variant: the first of these a grid has (the converged grid has no plain graph_gate)
 GATE_VARIANTS = ("graph_gate", "graph_half_gate", "graph_shared_gate", "graph_self_gate")
@@ -45,17 +46,17 @@ def variant_styles(variants: list[str]) -> dict[str, dict[str, Any]]:
     return styles
 
 
-def plot_bleu_by_length(rows_by: dict[tuple[str, str], list[dict]], size: str, path: Path) -> Path | None:
+def plot_bleu_by_length(rows_by: RowsByCell, size: str, path: Path) -> Path | None:
     plt = _plt()
     figure, axes = plt.subplots(figsize=(9, 4))
     styles = variant_styles(sorted({variant for variant, _ in rows_by}))  # one style per variant across sizes
     drawn = False
     for (variant, row_size), runs in sorted(rows_by.items()):
-        if row_size != size or not runs[0]["test"].get("bleu_by_length"):
+        if row_size != size or not runs[0].test.get("bleu_by_length"):
             continue
-        labels = list(runs[0]["test"]["bleu_by_length"])
+        labels = list(runs[0].test["bleu_by_length"])
         # a bucket without sentences has no BLEU: a gap in the line, not a zero
-        scores = [[run["test"]["bleu_by_length"][label]["bleu"] for run in runs] for label in labels]
+        scores = [[run.test["bleu_by_length"][label]["bleu"] for run in runs] for label in labels]
         means = [statistics.mean(s) if None not in s else float("nan") for s in scores]
         axes.plot(labels, means, marker="o", label=variant, **styles[variant])
         drawn = True
@@ -77,7 +78,7 @@ def _save(plt, figure, path: Path | None) -> Path | None:
     return path
 
 
-def learning_curve(grid: Grid, row: dict[str, Any]) -> list[tuple[int, float, float]] | None:
+def learning_curve(grid: Grid, row: Row) -> list[tuple[int, float, float]] | None:
     """(step, minutes, valid BLEU) of each evaluation, from the run's training log; minutes are the
     step times the run's mean seconds per training step, validation passes left out
     (``training_seconds``; for a resumed run, its last sitting's steps)."""
@@ -85,8 +86,8 @@ def learning_curve(grid: Grid, row: dict[str, Any]) -> list[tuple[int, float, fl
     if history is None:
         return None
     times = runtime_and_training_seconds(history, row)
-    seconds = times[1] if times else row["train_seconds"]
-    steps = (row.get("steps") or 0) - (row.get("resumed_from_step") or 0)
+    seconds = times[1] if times else row.train_seconds
+    steps = (row.steps or 0) - (row.resumed_from_step or 0)
     per_step = seconds / steps / 60 if steps > 0 else float("nan")  # nan: a point matplotlib leaves out
     points = {entry["step"]: entry["eval_bleu"] for entry in history if "eval_bleu" in entry}
     return [(step, step * per_step, bleu) for step, bleu in sorted(points.items())]
@@ -108,7 +109,7 @@ def mean_learning_curve(curves: list[list[tuple[int, float, float]]]) -> list[tu
     ]
 
 
-def minutes_elsewhere(rows_by: dict[tuple[str, str], list[dict]], size: str) -> dict[str, str]:
+def minutes_elsewhere(rows_by: RowsByCell, size: str) -> dict[str, str]:
     """For the minutes panel of the learning curves: each variant with runs that trained on another
     machine than vanilla's run of the same seed, and a legend label saying how many (a grid can move
     between hosts part-way, and another host's minutes do not compare with vanilla's)."""
@@ -116,7 +117,7 @@ def minutes_elsewhere(rows_by: dict[tuple[str, str], list[dict]], size: str) -> 
     for (variant, row_size), runs in sorted(rows_by.items()):
         if row_size != size:
             continue
-        bases = [(run, baseline_row(rows_by, variant, size, run.get("seed"))) for run in runs]
+        bases = [(run, baseline_row(rows_by, variant, size, run.seed)) for run in runs]
         elsewhere = sum(base is not None and not same_machine(run, base) for run, base in bases)
         if elsewhere:
             count = "" if elsewhere == len(runs) else f" ({elsewhere} of {len(runs)} runs)"
@@ -126,7 +127,7 @@ def minutes_elsewhere(rows_by: dict[tuple[str, str], list[dict]], size: str) -> 
 
 def plot_learning_curves(
     grid: Grid,
-    rows_by: dict[tuple[str, str], list[dict]],
+    rows_by: RowsByCell,
     size: str,
     path: Path,
     title: str | None = None,
@@ -173,7 +174,7 @@ def plot_learning_curves(
     return _save(plt, figure, path if drawn else None)
 
 
-def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figures: Path, grid: Grid) -> list[Path]:
+def analysis_figures(rows_by: RowsByCell, size: str, figures: Path, grid: Grid) -> list[Path]:
     """Gate figure of the first graph_gate model and entropy figure of the first vanilla and linked models."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -191,7 +192,7 @@ def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figu
         run = analysis_run(rows_by, variant, size)
         if run is None or not has_model(run):
             return None
-        folder = REPO_ROOT / run["output_dir"]
+        folder = REPO_ROOT / run.output_dir
         model = AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
         return AutoTokenizer.from_pretrained(folder), model
 
@@ -200,7 +201,7 @@ def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figu
     loaded = first_model(gated) if gated else None
     if loaded:
         profile = graph_gate_profile(*loaded, sources, [10, 20, 30, 40, 50])
-        seed = analysis_run(rows_by, gated, size)["seed"]
+        seed = analysis_run(rows_by, gated, size).seed
         title = f"{gated}, {size}, seed {seed}"
         written.append(plot_gate_profile(profile, figures / f"gates_{size}.png", title=title))
     entropies = {}
@@ -213,19 +214,19 @@ def analysis_figures(rows_by: dict[tuple[str, str], list[dict]], size: str, figu
     return written
 
 
-def gate_variant(rows_by: dict[tuple[str, str], list[dict]], size: str) -> str | None:
+def gate_variant(rows_by: RowsByCell, size: str) -> str | None:
     """The variant whose first model the gate figure at ``size`` is drawn from (`GATE_VARIANTS`)."""
     return next((variant for variant in GATE_VARIANTS if rows_by.get((variant, size))), None)
 
 
-def analysis_run(rows_by: dict[tuple[str, str], list[dict]], variant: str, size: str) -> dict[str, Any] | None:
+def analysis_run(rows_by: RowsByCell, variant: str, size: str) -> Row | None:
     """The run whose model the gate or entropy figure of ``variant`` at ``size`` is drawn from: its first seed."""
     runs = rows_by.get((variant, size), [])
     return runs[0] if runs else None
 
 
-def has_model(row: dict[str, Any]) -> bool:
-    return (REPO_ROOT / row["output_dir"] / "config.json").is_file()
+def has_model(row: Row) -> bool:
+    return (REPO_ROOT / row.output_dir / "config.json").is_file()
 
 
 def models_missing_for_analysis(grid: Grid) -> list[str]:
@@ -238,4 +239,4 @@ def models_missing_for_analysis(grid: Grid) -> list[str]:
         for variant in (gate_variant(rows_by, size), *ENTROPY_VARIANTS)
         if variant is not None
     ]
-    return [row["run"] for row in needed if row is not None and not has_model(row)]
+    return [row.run for row in needed if row is not None and not has_model(row)]

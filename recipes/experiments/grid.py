@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import archive
 import yaml
+
+from . import archive
+from .rows import Row, RowsByCell, read_results
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -344,20 +346,20 @@ class Grid:
         tuned = self.tuned_value(size)
         if tuned is None:
             return None
-        rows = {row["run"]: row for row in self.finished_rows()}
+        rows = {row.run: row for row in self.finished_rows()}
         field = self.tuning.field
         notes = []
         for value in self.tuning_values(size):
             row = rows[self._tuning_run(size, value).name]
-            reason = row.get("stop_reason")
+            reason = row.stop_reason
             if reason in (None, "validation plateau"):
                 continue
-            where = f"{field} {value:g} stopped at the {reason} (step {row['steps']:,}), not on a validation plateau"
+            where = f"{field} {value:g} stopped at the {reason} (step {row.steps:,}), not on a validation plateau"
             if value == tuned:
                 notes.append(f"{where}: the chosen value's run, the comparison's baseline, had not converged")
             else:
                 notes.append(
-                    f"{where}: its validation BLEU {row['valid']['bleu']} is where it had got to, not where it would "
+                    f"{where}: its validation BLEU {row.valid['bleu']} is where it had got to, not where it would "
                     f"level off, so {field} {tuned:g} is chosen over it without {value:g} shown to stay below it"
                 )
         return "; ".join(notes) or None
@@ -375,11 +377,11 @@ class Grid:
     def _tuning_bleu(self, size: str) -> Callable[[Any], float | None]:
         """The validation BLEU of one size's tuning run at a value, None while it has not finished (the
         results file is read once, here)."""
-        rows = {row["run"]: row for row in self.finished_rows()}
+        rows = {row.run: row for row in self.finished_rows()}
 
         def valid_bleu(value: Any) -> float | None:
             row = rows.get(self._tuning_run(size, value).name)
-            return None if row is None else row["valid"]["bleu"]
+            return None if row is None else row.valid["bleu"]
 
         return valid_bleu
 
@@ -401,29 +403,29 @@ class Grid:
         """Where a finished run's translations and training log are kept in the repository."""
         return self.archive / run_name
 
-    def finished_rows(self) -> list[dict[str, Any]]:
+    def finished_rows(self) -> list[Row]:
         """This grid's rows in its results file (a results file may be shared by several grids)."""
-        return [row for row in read_results(self.results) if row.get("grid") == self.name]
+        return [row for row in read_results(self.results) if row.grid == self.name]
 
-    def rows_by_cell(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    def rows_by_cell(self) -> RowsByCell:
         """The finished rows by (variant, size), each list in seed order. With tuning, the tuning runs at
         values that were not chosen stay out of the cells (the report's tuning table shows them)."""
-        rows_by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        rows_by: RowsByCell = defaultdict(list)
         cells = {run.name for run in self.cell_runs()} if self.tuning is not None else None
         for row in self.finished_rows():
-            if cells is None or row["run"] in cells:
-                rows_by[(row["variant"], row["size"])].append(row)
+            if cells is None or row.run in cells:
+                rows_by[(row.variant, row.size)].append(row)
         for runs in rows_by.values():
-            runs.sort(key=lambda row: row["seed"])
+            runs.sort(key=lambda row: row.seed)
         return rows_by
 
-    def hypotheses(self, row: dict[str, Any]) -> list[str] | None:
+    def hypotheses(self, row: Row) -> list[str] | None:
         """A finished run's test translations, from its archive or else its output folder."""
-        return archive.read_hypotheses(self.archive_folder(row["run"]), REPO_ROOT / row["output_dir"])
+        return archive.read_hypotheses(self.archive_folder(row.run), REPO_ROOT / row.output_dir)
 
-    def log_history(self, row: dict[str, Any]) -> list[dict[str, Any]] | None:
+    def log_history(self, row: Row) -> list[dict[str, Any]] | None:
         """A finished run's training log, from its archive or else its output folder."""
-        return archive.read_log_history(self.archive_folder(row["run"]), REPO_ROOT / row["output_dir"])
+        return archive.read_log_history(self.archive_folder(row.run), REPO_ROOT / row.output_dir)
 
     def test_pairs(self, limit: int | None = None) -> tuple[list[str], list[str]]:
         """Sources and references of the test split (the same for every size), ``limit`` of them spread
@@ -454,15 +456,13 @@ def resolve_corpus(corpus: str) -> str:
     return corpus if Path(corpus).is_absolute() or not (REPO_ROOT / corpus).exists() else str(REPO_ROOT / corpus)
 
 
-def baseline_row(
-    rows_by: dict[tuple[str, str], list[dict[str, Any]]], variant: str, size: str, seed: int | None
-) -> dict[str, Any] | None:
+def baseline_row(rows_by: RowsByCell, variant: str, size: str, seed: int | None) -> Row | None:
     """Vanilla's finished run of a size and seed (the tuned one: ``rows_by``, `Grid.rows_by_cell`, holds
     the chosen runs), the run a variant's run is set beside; None for vanilla itself or before that run
     has finished."""
     if variant == "vanilla":
         return None
-    return next((row for row in rows_by.get(("vanilla", size), []) if row["seed"] == seed), None)
+    return next((row for row in rows_by.get(("vanilla", size), []) if row.seed == seed), None)
 
 
 def cpus_differ(recorded: dict[str, Any] | None, other: dict[str, Any] | None) -> bool:
@@ -486,18 +486,3 @@ def _tuning_extension(path: Path, tuning: Tuning, extend: Any) -> dict[str, Any]
     if outside:
         raise ValueError(f"{path}: tuning values {outside} lie outside tuning.extend.bounds {bounds}")
     return {"step": float(step), "bounds": (float(bounds[0]), float(bounds[1]))}
-
-
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """The rows of a results file (JSON lines); a damaged line is an error naming the file and line."""
-    if not path.is_file():
-        return []
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}, line {number}: not a JSON object ({error.msg})") from None
-    return rows

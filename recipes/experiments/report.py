@@ -28,8 +28,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import archive
-from comparisons import (
+if not __package__:  # run as a script (`python recipes/experiments/report.py`): import its siblings as the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    __package__ = "recipes.experiments"
+
+from hf_graphtf.machine import cpu_record
+
+from . import archive
+from .comparisons import (
     BOOTSTRAP_SAMPLES,
     BUDGETS_NOTE,
     GRAPH_ROWS,
@@ -42,9 +48,10 @@ from comparisons import (
     replayed_stop,
     test_references,
 )
-from figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
-from grid import REPO_ROOT, Grid, baseline_row
-from speeds import (
+from .figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
+from .grid import REPO_ROOT, Grid, baseline_row
+from .rows import Row
+from .speeds import (
     device_cell,
     host_name,
     other_hosts,
@@ -54,8 +61,6 @@ from speeds import (
     validation_minutes,
     without_speed_flags,
 )
-
-from hf_graphtf.machine import cpu_record
 
 
 def write_report(grid: Grid, analysis: bool = True) -> Path:
@@ -85,7 +90,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         else:
             drawn_before = (figures / f"gates_{size}.png", figures / f"entropy_{size}.png")
             figure_paths += [path for path in drawn_before if path.is_file()]
-    devices = sorted({row["device"] for row in rows})
+    devices = sorted({row.device for row in rows})
     budgets = grid.sizes.items()
     lines = [
         f"# Experiment results: grid `{grid.name}`",
@@ -103,7 +108,7 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
             f"{size}: " + ", ".join(f"`{k}: {_yaml(v)}`" for k, v in values.items()) for size, values in budgets
         )
         + ". Test: full test split, beam 5, WEB reference, sacreBLEU "
-        + (f"(`{rows[0]['test']['bleu_signature']}`)" if rows else "")
+        + (f"(`{rows[0].test['bleu_signature']}`)" if rows else "")
         + ". Cells: mean ± sd over seeds; Δ: difference of means from vanilla on the same seeds; "
         "p: sacreBLEU paired bootstrap "
         f"({BOOTSTRAP_SAMPLES} samples) on the seeds' pooled translations. tok. BLEU: Moses-tokenized, the papers' "
@@ -145,27 +150,27 @@ def write_report(grid: Grid, analysis: bool = True) -> Path:
         "target tok/s | train tok/s | wall s | cores used |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in sorted(rows, key=lambda row: (row["size"], row["variant"], row["seed"])):
-        test = row["test"]
+    for row in sorted(rows, key=lambda row: (row.size, row.variant, row.seed)):
+        test = row.test
         stutter = test.get("repeated_token_outputs")
         lines.append(
-            f"| {row['run']} | {device_cell(row)} | {_steps_cell(row)} | {row['epochs']} | {row['valid']['bleu']} | "
+            f"| {row.run} | {device_cell(row)} | {_steps_cell(row)} | {row.epochs} | {row.valid['bleu']} | "
             f"{test['bleu']} | {test['chrf']} | {test['chrf_pp']} | {test['bleu_tokenized']} | "
-            f"{'–' if stutter is None else f'{stutter:.1%}'} | {row['target_tokens_per_second']} | "
-            f"{training_speed(grid, row) or '–'} | {row['wall_seconds']} | {row.get('cores_used') or '–'} |"
+            f"{'–' if stutter is None else f'{stutter:.1%}'} | {row.target_tokens_per_second} | "
+            f"{training_speed(grid, row) or '–'} | {row.wall_seconds} | {row.cores_used or '–'} |"
         )
     path = grid.page
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
-def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
+def _tuning_section(grid: Grid, rows: list[Row]) -> list[str]:
     """The tuning runs of a grid that tunes its baseline: each value's validation and test BLEU, where it
     stopped, and the value chosen (best validation BLEU; test BLEU plays no part)."""
     if grid.tuning is None:
         return []
     tuning = grid.tuning
-    by_name = {row["run"]: row for row in rows}
+    by_name = {row.run: row for row in rows}
     lines = [
         f"## Tuning: {tuning.field} of {tuning.variant}, seed {tuning.seed}",
         "",
@@ -184,9 +189,9 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
     ]
     for size in grid.sizes:
         curves = {
-            (f"{tuning.variant}, {tuning.field} {row['tuning']['value']}", size): [row]
+            (f"{tuning.variant}, {tuning.field} {row.tuning['value']}", size): [row]
             for row in rows
-            if row.get("tuning") and row["size"] == size
+            if row.tuning and row.size == size
         }
         tried = list(zip(grid.tuning_values(size), grid.tuning_runs(size)))
         figure = grid.results.parent / "figures" / grid.name / f"tuning_{size}.png"
@@ -201,8 +206,8 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
                 lines.append(f"| {size} | {value} | – | – | – | – | not finished | – | |")
                 continue
             lines.append(
-                f"| {size} | {value} | {row['valid']['bleu']} | {row['test']['bleu']} | {row['steps']} | "
-                f"{row.get('best_step') or '–'} | {row.get('stop_reason') or '–'} | {_minutes(row)} | "
+                f"| {size} | {value} | {row.valid['bleu']} | {row.test['bleu']} | {row.steps} | "
+                f"{row.best_step or '–'} | {row.stop_reason or '–'} | {_minutes(row)} | "
                 f"{'yes' if chosen == value else ''} |"
             )
     for size in grid.sizes:
@@ -211,18 +216,18 @@ def _tuning_section(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _minutes(row: dict[str, Any]) -> str:
-    minutes = row.get("train_minutes")
+def _minutes(row: Row) -> str:
+    minutes = row.train_minutes
     return "–" if minutes is None else f"{minutes:.0f}"
 
 
-def _stopping_section(grid: Grid, rows: list[dict[str, Any]], here: dict[str, Any] | None = None) -> list[str]:
+def _stopping_section(grid: Grid, rows: list[Row], here: dict[str, Any] | None = None) -> list[str]:
     """For runs that train until validation BLEU stops improving: where each stopped and why, its best
     step, its training minutes and precision, and what the seeds still to run will cost at those minutes
     on this machine (``here``, its CPU record; by default read from it), said to be rough where those
     minutes were measured on another host."""
-    stopped = [row for row in rows if row.get("stop_reason")]
-    if not stopped or not any(row["stop_reason"] == "validation plateau" for row in stopped):
+    stopped = [row for row in rows if row.stop_reason]
+    if not stopped or not any(row.stop_reason == "validation plateau" for row in stopped):
         return []
     lines = [
         "## When each run stopped",
@@ -245,15 +250,15 @@ def _stopping_section(grid: Grid, rows: list[dict[str, Any]], here: dict[str, An
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows_by = grid.rows_by_cell()
-    for row in sorted(stopped, key=lambda row: (row["size"], row["seed"], row["variant"], row["run"])):
+    for row in sorted(stopped, key=lambda row: (row.size, row.seed, row.variant, row.run)):
         swing = plateau_swing(grid, row)
-        base = baseline_row(rows_by, row["variant"], row["size"], row["seed"])
-        by_stop = None if base is None else best_by_step(grid, base, row["steps"])
+        base = baseline_row(rows_by, row.variant, row.size, row.seed)
+        by_stop = None if base is None else best_by_step(grid, base, row.steps)
         lines.append(
-            f"| {row['run']} | {row['steps']} | {row['stop_reason']} | {row.get('best_step') or '–'} | "
-            f"{row['valid']['bleu']} | {'–' if by_stop is None else by_stop} | "
+            f"| {row.run} | {row.steps} | {row.stop_reason} | {row.best_step or '–'} | "
+            f"{row.valid['bleu']} | {'–' if by_stop is None else by_stop} | "
             f"{'–' if swing is None else f'{swing[0]:.2f} ({swing[1]:.2f})'} | "
-            f"{row['test']['bleu']} | {_minutes(row)} | {row.get('precision') or 'fp32'} |"
+            f"{row.test['bleu']} | {_minutes(row)} | {row.precision or 'fp32'} |"
         )
     left = remaining_minutes(grid, rows)
     if left is not None:
@@ -294,11 +299,11 @@ def _runs(count: int) -> str:
     return f"{count} run" + ("" if count == 1 else "s")
 
 
-def _priced_where(rows: list[dict[str, Any]], here: dict[str, Any] | None) -> str:
+def _priced_where(rows: list[Row], here: dict[str, Any] | None) -> str:
     """Where the price of the runs left holds: this machine, or, where finished runs' minutes were
     measured on other hosts, a caution naming them (a grid can move between hosts, whose speeds differ)."""
     here = cpu_record() if here is None else here
-    timed = [row for row in rows if row.get("train_minutes")]
+    timed = [row for row in rows if row.train_minutes]
     others = other_hosts(timed, here)
     if not others:
         return "on this 2-core machine"
@@ -320,15 +325,15 @@ def _patience_resets(grid: Grid) -> str:
     return resets + (" or a new lowest validation loss" if grid.common.get("early_stopping_watch_loss") else "")
 
 
-def _replay_check(grid: Grid, stopped: list[dict[str, Any]]) -> list[str]:
+def _replay_check(grid: Grid, stopped: list[Row]) -> list[str]:
     """Whether every plateau stop replays from its run's log under the early-stopping rule as the grid
     file writes it now, naming the runs that do not (their rows then answer to another protocol)."""
-    plateau = [row for row in stopped if row["stop_reason"] == "validation plateau"]
+    plateau = [row for row in stopped if row.stop_reason == "validation plateau"]
     replays = [(row, replayed_stop(grid, row)) for row in plateau]
     if not plateau or any(step is None for _, step in replays):
         return []
     rule = f"{grid.common.get('early_stopping_patience')} evaluations without {_patience_resets(grid)}"
-    differing = [f"{row['run']} (its log stops at {step})" for row, step in replays if step != row["steps"]]
+    differing = [f"{row.run} (its log stops at {step})" for row, step in replays if step != row.steps]
     if differing:
         verdict = f"a run stops elsewhere than it did: {'; '.join(differing)}."
     else:
@@ -336,7 +341,7 @@ def _replay_check(grid: Grid, stopped: list[dict[str, Any]]) -> list[str]:
     return ["", f"Replayed from each run's log under the rule as the grid file writes it now ({rule}), {verdict}"]
 
 
-def _closest_calls(grid: Grid, stopped: list[dict[str, Any]]) -> list[str]:
+def _closest_calls(grid: Grid, stopped: list[Row]) -> list[str]:
     """How near each run came to stopping sooner: its longest stall before its last reset of the patience
     (`longest_stall`). A comparison of runs that stopped at different steps rests on where each stopped,
     and a run that once came within an evaluation of its patience could as well have stopped there."""
@@ -345,8 +350,8 @@ def _closest_calls(grid: Grid, stopped: list[dict[str, Any]]) -> list[str]:
         return []
     patience = grid.common.get("early_stopping_patience")
     runs = "; ".join(
-        f"{row['run']} {count}" + (f" (to step {step})" if count else "")
-        for row, (count, step) in sorted(stalls, key=lambda pair: pair[0]["run"])
+        f"{row.run} {count}" + (f" (to step {step})" if count else "")
+        for row, (count, step) in sorted(stalls, key=lambda pair: pair[0].run)
     )
     return [
         "",
@@ -376,11 +381,11 @@ def _budgets_section(grid: Grid) -> list[str]:
     ]
 
 
-def _progress(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
+def _progress(grid: Grid, rows: list[Row]) -> list[str]:
     """A paragraph saying how much of the grid has run, when some of it has not (else nothing): a grid
     takes many sittings, and a page drawn part-way must not read as the whole comparison. The page shows
     finished runs only; where a run under way stands is the runner's log, not a committed page."""
-    finished = {row["run"] for row in rows}
+    finished = {row.run for row in rows}
     planned = grid.runs()
     done = sum(run.name in finished for run in planned)
     if done == len(planned):
@@ -397,9 +402,9 @@ def _progress(grid: Grid, rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _steps_cell(row: dict[str, Any]) -> str:
-    resumed = row.get("resumed_from_step")
-    return f"{row['steps']} (resumed at {resumed})" if resumed else str(row["steps"])
+def _steps_cell(row: Row) -> str:
+    resumed = row.resumed_from_step
+    return f"{row.steps} (resumed at {resumed})" if resumed else str(row.steps)
 
 
 README_START, README_END = "<!-- experiment tables: start -->", "<!-- experiment tables: end -->"
@@ -463,11 +468,9 @@ def runs_missing_outputs(grid: Grid) -> list[str]:
     overwrite a page that had them with one that shows "–". Runs archive themselves as they finish;
     ``run_grid.py GRID --restore`` archives older ones."""
     return [
-        row["run"]
+        row.run
         for row in grid.finished_rows()
-        if not (
-            archive.is_archived(grid.archive_folder(row["run"])) or archive.can_archive(REPO_ROOT / row["output_dir"])
-        )
+        if not (archive.is_archived(grid.archive_folder(row.run)) or archive.can_archive(REPO_ROOT / row.output_dir))
     ]
 
 

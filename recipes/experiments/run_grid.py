@@ -36,8 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import archive
-from grid import REPO_ROOT, Grid, Run, cpus_differ, languages, resolve_corpus
+if not __package__:  # run as a script (`python recipes/experiments/run_grid.py`): import its siblings as the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    __package__ = "recipes.experiments"
+
+from . import archive
+from .grid import REPO_ROOT, Grid, Run, cpus_differ, languages, resolve_corpus
+from .rows import Row
 
 TRAIN_SCRIPT = REPO_ROOT / "recipes" / "train_translation.py"
 
@@ -139,8 +144,8 @@ def results_row(
     concurrent_runs: int = 1,
     cpu_seconds: float | None = None,
     started_with: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The JSON line of a finished run, from its results.json and saved translations (archived first).
+) -> Row:
+    """The row of a finished run, from its results.json and saved translations (archived first).
 
     ``concurrent_runs`` is the ``--jobs`` setting the run was made under (at most that many ran side by
     side): runs sharing a device are slower each, so speed columns compare only at the same setting.
@@ -167,42 +172,46 @@ def results_row(
     steps = train.get("global_step") or 0
     resumed_from_step = resumed_step(train)
     sitting_epochs = epochs * (steps - (resumed_from_step or 0)) / steps if steps else 0.0
-    return {
-        "run": run.name,
-        "grid": grid.name,
-        "variant": run.variant,
-        "size": run.size,
-        "seed": run.seed,
-        **({"tuning": {"field": grid.tuning.field, "value": run.overrides[grid.tuning.field]}} if run.tag else {}),
-        "recipe": str(run.recipe.relative_to(REPO_ROOT)) if run.recipe.is_relative_to(REPO_ROOT) else str(run.recipe),
-        "overrides": {key: value for key, value in run.overrides.items() if key != "output_dir"},
-        "options": results["model"]["options"],
-        "device": device_name(processes),
-        "concurrent_runs": concurrent_runs,
-        "steps": train.get("global_step"),
-        "stop_reason": train.get("stop_reason"),
-        "best_step": train.get("best_step"),
-        "train_minutes": train.get("train_minutes"),
-        "precision": train.get("precision", "fp32"),
-        # the attention kernel it trained with (rows before it was recorded: sdpa, the only default then)
-        "attn_implementation": train.get("attn_implementation", "sdpa"),
-        "epochs": round(epochs, 3),
-        "resumed_from_step": resumed_from_step,
-        "wall_seconds": round(wall_seconds, 1),
-        "cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 1),
-        "cores_used": None if cpu_seconds is None else round(cpu_seconds / wall_seconds, 2),
-        "train_seconds": round(runtime, 1),
-        "target_tokens_per_second": round(tokens * sitting_epochs / runtime, 1)
-        if runtime and sitting_epochs > 0
-        else None,
-        "parameters": results["model"]["parameters"],
-        "valid": {"bleu": results["eval"].get("eval_bleu"), "chrf": results["eval"].get("eval_chrf")},
-        "test": test_scores(output, results, corpus, recipe.get("test_split", "test"), langs),
-        "output_dir": _relative(output),
-        "hypotheses": _relative(grid.archive_folder(run.name) / archive.HYPOTHESES),
-        "provenance": started_with,
-        "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+    return Row.from_json(
+        {
+            "run": run.name,
+            "grid": grid.name,
+            "variant": run.variant,
+            "size": run.size,
+            "seed": run.seed,
+            **({"tuning": {"field": grid.tuning.field, "value": run.overrides[grid.tuning.field]}} if run.tag else {}),
+            "recipe": str(run.recipe.relative_to(REPO_ROOT))
+            if run.recipe.is_relative_to(REPO_ROOT)
+            else str(run.recipe),
+            "overrides": {key: value for key, value in run.overrides.items() if key != "output_dir"},
+            "options": results["model"]["options"],
+            "device": device_name(processes),
+            "concurrent_runs": concurrent_runs,
+            "steps": train.get("global_step"),
+            "stop_reason": train.get("stop_reason"),
+            "best_step": train.get("best_step"),
+            "train_minutes": train.get("train_minutes"),
+            "precision": train.get("precision", "fp32"),
+            # the attention kernel it trained with (rows before it was recorded: sdpa, the only default then)
+            "attn_implementation": train.get("attn_implementation", "sdpa"),
+            "epochs": round(epochs, 3),
+            "resumed_from_step": resumed_from_step,
+            "wall_seconds": round(wall_seconds, 1),
+            "cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 1),
+            "cores_used": None if cpu_seconds is None else round(cpu_seconds / wall_seconds, 2),
+            "train_seconds": round(runtime, 1),
+            "target_tokens_per_second": round(tokens * sitting_epochs / runtime, 1)
+            if runtime and sitting_epochs > 0
+            else None,
+            "parameters": results["model"]["parameters"],
+            "valid": {"bleu": results["eval"].get("eval_bleu"), "chrf": results["eval"].get("eval_chrf")},
+            "test": test_scores(output, results, corpus, recipe.get("test_split", "test"), langs),
+            "output_dir": _relative(output),
+            "hypotheses": _relative(grid.archive_folder(run.name) / archive.HYPOTHESES),
+            "provenance": started_with,
+            "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        }
+    )
 
 
 def _relative(path: Path) -> str:
@@ -217,7 +226,7 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
     finished run, so concurrent runs never interleave in the results file. After a failed run no new
     run starts; the ones already running finish and keep their rows. Returns False when a run failed.
     """
-    done = {row["run"] for row in grid.finished_rows()}
+    done = {row.run for row in grid.finished_rows()}
     pending = []
     for index, run in enumerate(runs, start=1):
         state = "waits for the tuning runs" if run.waits_for_tuning else _state(grid, run, done)
@@ -255,10 +264,10 @@ def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False,
             )
             grid.results.parent.mkdir(parents=True, exist_ok=True)
             with open(grid.results, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+                handle.write(json.dumps(row.to_json(), ensure_ascii=False) + "\n")
             print(
-                f"  {job.run.name}: test BLEU {row['test']['bleu']}  chrF {row['test']['chrf']}"
-                f"  ({row['wall_seconds']:.0f} s, {row['cores_used']} cores)",
+                f"  {job.run.name}: test BLEU {row.test['bleu']}  chrF {row.test['chrf']}"
+                f"  ({row.wall_seconds:.0f} s, {row.cores_used} cores)",
                 flush=True,
             )
     return not failed
@@ -289,46 +298,44 @@ def resume_state(run: Run) -> str:
     return text
 
 
-def rerun_problem(row: dict[str, Any], run: Run, processes: int) -> str | None:
+def rerun_problem(row: Row, run: Run, processes: int) -> str | None:
     """Why rerunning ``run`` could not reproduce ``row`` (the grid or the machine changed), or None."""
     overrides = {key: value for key, value in run.overrides.items() if key != "output_dir"}
-    if row["overrides"] != overrides:
-        changed = sorted(
-            key for key in {*overrides, *row["overrides"]} if overrides.get(key) != row["overrides"].get(key)
-        )
+    if row.overrides != overrides:
+        changed = sorted(key for key in {*overrides, *row.overrides} if overrides.get(key) != row.overrides.get(key))
         return f"the grid's overrides changed since it ran ({', '.join(changed)})"
-    if row["recipe"] != _relative(run.recipe):
-        return f"it ran recipe {row['recipe']}, the grid now names {_relative(run.recipe)}"
-    if row["device"] != device_name(processes):
-        return f"it ran on {row['device']}, this is {device_name(processes)} (set --processes to match)"
+    if row.recipe != _relative(run.recipe):
+        return f"it ran recipe {row.recipe}, the grid now names {_relative(run.recipe)}"
+    if row.device != device_name(processes):
+        return f"it ran on {row.device}, this is {device_name(processes)} (set --processes to match)"
     if problem := _missing_corpus(run):
         return str(problem)
-    recorded, now = row.get("provenance") or {}, provenance(_recipe_of(run)[1])
+    recorded, now = row.provenance or {}, provenance(_recipe_of(run)[1])
     if recorded.get("corpus_sha256") and recorded["corpus_sha256"] != now["corpus_sha256"]:
         return "its corpus files had other content than they have here (corpus_sha256 in its row)"
-    if "cuda" not in row["device"].lower() and cpus_differ(recorded.get("cpu"), now["cpu"]):
+    if "cuda" not in row.device.lower() and cpus_differ(recorded.get("cpu"), now["cpu"]):
         return f"it ran on a CPU {recorded['cpu']}, this is {now['cpu']}: float sums would differ"
     return None
 
 
-def reproduction_differences(row: dict[str, Any], output_dir: Path) -> list[str]:
+def reproduction_differences(row: Row, output_dir: Path) -> list[str]:
     """Where the run in ``output_dir`` differs from ``row``: steps, parameters, validation and test scores."""
     results = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
     pairs = {
-        "steps": (row["steps"], results["train"].get("global_step")),
-        "parameters": (row["parameters"], results["model"]["parameters"]),
-        "valid BLEU": (row["valid"]["bleu"], results["eval"].get("eval_bleu")),
-        "test BLEU": (row["test"]["bleu"], results["test"]["bleu"]),
-        "test chrF": (row["test"]["chrf"], results["test"]["chrf"]),
+        "steps": (row.steps, results["train"].get("global_step")),
+        "parameters": (row.parameters, results["model"]["parameters"]),
+        "valid BLEU": (row.valid["bleu"], results["eval"].get("eval_bleu")),
+        "test BLEU": (row.test["bleu"], results["test"]["bleu"]),
+        "test chrF": (row.test["chrf"], results["test"]["chrf"]),
     }
     return [
         f"{name} {recorded} in the row, {found} now" for name, (recorded, found) in pairs.items() if recorded != found
     ]
 
 
-def _what_changed(row: dict[str, Any], now: dict[str, Any]) -> str:
+def _what_changed(row: Row, now: dict[str, Any]) -> str:
     """Which of the row's provenance differs from ``now``, as a phrase (the first guess at a cause)."""
-    recorded = row.get("provenance")
+    recorded = row.provenance
     if not recorded:
         return "the row predates provenance records: code, packages, corpus and CPU then are unknown"
     # packages: those both records name (rows made before hf_graphtf, datasets and sacrebleu were recorded)
@@ -346,7 +353,7 @@ def restore(grid: Grid, runs: list[Run], processes: int) -> int:
     interrupted rerun resumes from its checkpoints). Either way the folder's results must match the
     row; a rerun that does not is moved to ``<output_root>/not_reproduced/`` and nothing is archived,
     so the report never pairs a row with translations of a different model."""
-    rows = {row["run"]: row for row in grid.finished_rows()}
+    rows = {row.run: row for row in grid.finished_rows()}
     failures = 0
     for run in runs:
         row, folder = rows.get(run.name), grid.archive_folder(run.name)
@@ -494,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         if not run_grid(grid, runs, args.processes, args.dry_run, args.jobs):
             return 1
         runs = selected()
-        done = {row["run"] for row in grid.finished_rows()}
+        done = {row.run for row in grid.finished_rows()}
         if args.dry_run or all(run.name in done or run.waits_for_tuning for run in runs):
             return 0
         # every run of the last pass finished, so the runs left are new ones: a tuning range grown at
@@ -508,7 +515,7 @@ def missing_corpora(grid: Grid, runs: list[Run]) -> list[str]:
 
     Checked before anything starts: otherwise the first run's processes start, fail inside, and the
     runner can only point at that run's log."""
-    done = {row["run"] for row in grid.finished_rows()}
+    done = {row.run for row in grid.finished_rows()}
     problems: dict[str, None] = {}
     for run in runs:
         if run.name not in done and (problem := _missing_corpus(run)):

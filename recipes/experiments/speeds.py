@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from grid import REPO_ROOT, Grid, cpus_differ
+from .grid import REPO_ROOT, Grid, cpus_differ
+from .rows import Row, RowsByCell
 
 
-def training_seconds(grid: Grid, row: dict[str, Any]) -> float | None:
+def training_seconds(grid: Grid, row: Row) -> float | None:
     """Seconds the run spent on its training steps: the Trainer's ``train_runtime`` less the validation
     passes inside it, from the run's training log; None without the log.
 
@@ -32,19 +33,17 @@ def training_seconds(grid: Grid, row: dict[str, Any]) -> float | None:
     return times[1] if times else None
 
 
-def training_speed(grid: Grid, row: dict[str, Any]) -> float | None:
+def training_speed(grid: Grid, row: Row) -> float | None:
     """Target tokens per second of training steps alone (``training_seconds``); None without the log.
 
     The recorded speed is the run's target tokens over the logged ``train_runtime``, so rescaling it by
     that runtime over the training seconds gives the same tokens over the shorter time."""
     times = runtime_and_training_seconds(grid.log_history(row), row)
-    recorded = row.get("target_tokens_per_second")
+    recorded = row.target_tokens_per_second
     return round(recorded * times[0] / times[1], 1) if times and recorded else None
 
 
-def runtime_and_training_seconds(
-    history: list[dict[str, Any]] | None, row: dict[str, Any]
-) -> tuple[float, float] | None:
+def runtime_and_training_seconds(history: list[dict[str, Any]] | None, row: Row) -> tuple[float, float] | None:
     """(``train_runtime``, that less the ``eval_runtime`` of each validation after the row's
     ``resumed_from_step``) from the run's training log. The log's runtime is unrounded: the row keeps
     it to 0.1 s, too coarse for short runs whose validation takes most of it. A resumed run's log keeps
@@ -53,16 +52,16 @@ def runtime_and_training_seconds(
     runtimes = [entry["train_runtime"] for entry in history or [] if "train_runtime" in entry]
     if not runtimes:
         return None
-    from_step = row.get("resumed_from_step") or 0
+    from_step = row.resumed_from_step or 0
     validating = sum(entry.get("eval_runtime", 0.0) for entry in history if entry.get("step", 0) > from_step)
     return (runtimes[-1], runtimes[-1] - validating) if validating < runtimes[-1] else None
 
 
 def speed_ratio(
-    rows_by: dict[tuple[str, str], list[dict]],
+    rows_by: RowsByCell,
     variant: str,
     sizes: list[str],
-    speed_of: Callable[[dict[str, Any]], float | None] = lambda row: None,
+    speed_of: Callable[[Row], float | None] = lambda row: None,
 ) -> str:
     """The variant's training speed over vanilla's: the median of the ratios of each of its runs to
     vanilla's run of the same size and seed, with their range where they differ, e.g. ``0.98 (0.90-1.16)``.
@@ -88,10 +87,10 @@ def speed_ratio(
 
 
 def speed_ratios(
-    rows_by: dict[tuple[str, str], list[dict]],
+    rows_by: RowsByCell,
     variant: str,
     sizes: list[str],
-    speed_of: Callable[[dict[str, Any]], float | None],
+    speed_of: Callable[[Row], float | None],
 ) -> list[float]:
     """The ratios `speed_ratio` summarises: one per run of the variant that has a vanilla run of the same
     size and seed on the same machine."""
@@ -100,9 +99,9 @@ def speed_ratios(
         runs, base = rows_by.get((variant, size), []), rows_by.get(("vanilla", size), [])
         speeds = {id(row): speed_of(row) for row in runs + base}
         if None in speeds.values():
-            speeds = {id(row): row.get("target_tokens_per_second") for row in runs + base}
-        base_by_seed = {row.get("seed"): row for row in base}
-        pairs = [(row, base_by_seed.get(row.get("seed"))) for row in runs]
+            speeds = {id(row): row.target_tokens_per_second for row in runs + base}
+        base_by_seed = {row.seed: row for row in base}
+        pairs = [(row, base_by_seed.get(row.seed)) for row in runs]
         ratios += [
             speeds[id(row)] / speeds[id(vanilla)]
             for row, vanilla in pairs
@@ -111,25 +110,25 @@ def speed_ratios(
     return ratios
 
 
-def same_machine(row: dict[str, Any], other: dict[str, Any]) -> bool:
+def same_machine(row: Row, other: Row) -> bool:
     """Whether two runs' speeds compare like with like: the same device and ``--jobs`` setting, and CPU
     records (model, vector kernels, float fingerprint) that do not disagree."""
-    return (row.get("device"), row.get("concurrent_runs", 1)) == (
-        other.get("device"),
-        other.get("concurrent_runs", 1),
+    return (row.device, row.concurrent_runs) == (
+        other.device,
+        other.concurrent_runs,
     ) and not cpus_differ(row_cpu(row), row_cpu(other))
 
 
-def row_cpu(row: dict[str, Any]) -> dict[str, Any] | None:
+def row_cpu(row: Row) -> dict[str, Any] | None:
     """The CPU record of a row's provenance (None for rows made before provenance was recorded)."""
-    return (row.get("provenance") or {}).get("cpu")
+    return (row.provenance or {}).get("cpu")
 
 
-def device_cell(row: dict[str, Any]) -> str:
+def device_cell(row: Row) -> str:
     """The row's device, with its CPU's model and vector kernels where the row records them: runs of
     one grid may come from different hosts, whose float sums and speeds differ."""
     named = host_name(row_cpu(row))
-    return f"{row['device']}, {named}" if named else row["device"]
+    return f"{row.device}, {named}" if named else row.device
 
 
 def host_name(cpu: dict[str, Any] | None, fingerprint: bool = False) -> str:
@@ -142,14 +141,14 @@ def host_name(cpu: dict[str, Any] | None, fingerprint: bool = False) -> str:
     return named
 
 
-def other_hosts(rows: list[dict[str, Any]], here: dict[str, Any]) -> list[str]:
+def other_hosts(rows: list[Row], here: dict[str, Any]) -> list[str]:
     """The hosts (``host_name``) of the rows whose CPU record disagrees with ``here``, this machine's
     (`hf_graphtf.machine.cpu_record`), each once: minutes measured there price this machine's runs only
     roughly, and its runs will not repeat theirs bit for bit. Rows without a record count as agreeing."""
     return list({host_name(row_cpu(row), fingerprint=True): None for row in rows_elsewhere(rows, here)})
 
 
-def rows_elsewhere(rows: list[dict[str, Any]], here: dict[str, Any]) -> list[dict[str, Any]]:
+def rows_elsewhere(rows: list[Row], here: dict[str, Any]) -> list[Row]:
     """The rows whose CPU record disagrees with ``here`` (see `other_hosts`): how many of a grid's
     runs ran elsewhere, when it moved between hosts part-way."""
     return [row for row in rows if cpus_differ(row_cpu(row), here)]
@@ -159,8 +158,8 @@ SPEED_FLAGS = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags.json"
 
 
 def without_speed_flags(
-    stopped: list[dict[str, Any]],
-    validation_minutes: Callable[[dict[str, Any]], float | None],
+    stopped: list[Row],
+    validation_minutes: Callable[[Row], float | None],
     measured: Path = SPEED_FLAGS,
 ) -> list[str]:
     """What the bf16 runs would have cost in fp32, from ``recipes/benchmarks/speed_flags.py --json``,
@@ -168,7 +167,7 @@ def without_speed_flags(
     validation minutes (from its log) times the measured fp32/bf16 ratio of one validation pass (bf16
     generation is not faster on a CPU). No grid trains a run twice to measure this, so it is an
     estimate, and the page says so and on which host the ratios were measured."""
-    bf16_rows = [row for row in stopped if row.get("precision") == "bf16" and row.get("train_minutes")]
+    bf16_rows = [row for row in stopped if row.precision == "bf16" and row.train_minutes]
     if not bf16_rows or not measured.is_file():
         return []
     record = json.loads(measured.read_text(encoding="utf-8"))
@@ -178,9 +177,9 @@ def without_speed_flags(
     validation_ratio = fp32["evaluation_seconds"] / bf16["evaluation_seconds"]
     minutes, estimates = [], []
     for row in bf16_rows:
-        validating = min(validation_minutes(row) or 0.0, row["train_minutes"])
-        minutes.append(row["train_minutes"])
-        estimates.append((row["train_minutes"] - validating) * bf16["speed_vs_fp32"] + validating * validation_ratio)
+        validating = min(validation_minutes(row) or 0.0, row.train_minutes)
+        minutes.append(row.train_minutes)
+        estimates.append((row.train_minutes - validating) * bf16["speed_vs_fp32"] + validating * validation_ratio)
     hosts = {(row_cpu(row) or {}).get("float_fingerprint") for row in bf16_rows}
     host = "the runs' host" if hosts == {record["float_fingerprint"]} else f"host {record['float_fingerprint']}"
     return [
@@ -194,7 +193,7 @@ def without_speed_flags(
     ]
 
 
-def validation_minutes(grid: Grid, row: dict[str, Any]) -> float | None:
+def validation_minutes(grid: Grid, row: Row) -> float | None:
     """Minutes of the validation passes in a run's training log (every sitting's, up to the checkpoint
     a resumed sitting started from); None without the log."""
     history = grid.log_history(row)
@@ -210,7 +209,7 @@ class RunsLeft(NamedTuple):
     longest: float
 
 
-def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> RunsLeft | None:
+def remaining_minutes(grid: Grid, rows: list[Row]) -> RunsLeft | None:
     """Per seed, how many of the grid's runs have not finished and what they will cost in training minutes
     (a reader decides on the next seed, not on the whole grid), and the longest finished run's minutes;
     None when none is left or none has finished with its minutes.
@@ -221,15 +220,15 @@ def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> RunsLeft | None
     chosen, at the longest finished run: tuning values differ in how long they train until they stop,
     so their mean would price the next value at a guess, and a cautious one serves the reader better.
     A run under way is priced in full: the pages show finished runs only."""
-    finished = {row["run"]: row for row in rows}
+    finished = {row.run: row for row in rows}
     to_run = [run for run in grid.runs() if run.name not in finished]
-    timed = {name: row for name, row in finished.items() if row.get("train_minutes")}
+    timed = {name: row for name, row in finished.items() if row.train_minutes}
     if not to_run or not timed:
         return None
-    longest_row = max(timed.values(), key=lambda row: row["train_minutes"])
+    longest_row = max(timed.values(), key=lambda row: row.train_minutes)
     tuning = {run.name for size in grid.sizes for run in grid.tuning_runs(size)}
     cells = grid.cell_runs()
-    by_variant: dict[str, list[dict[str, Any]]] = {}
+    by_variant: dict[str, list[Row]] = {}
     for run in cells:
         if run.name in timed:
             by_variant.setdefault(run.variant, []).append(timed[run.name])
@@ -240,7 +239,7 @@ def remaining_minutes(grid: Grid, rows: list[dict[str, Any]]) -> RunsLeft | None
             like = [longest_row]
         else:
             like = by_variant.get(run.variant) or chosen.get(run.size) or [longest_row]
-        minutes = statistics.mean(row["train_minutes"] for row in like)
+        minutes = statistics.mean(row.train_minutes for row in like)
         count, total = by_seed.get(run.seed, (0, 0.0))
         by_seed[run.seed] = (count + 1, total + minutes)
-    return RunsLeft(dict(sorted(by_seed.items())), longest_row["train_minutes"])
+    return RunsLeft(dict(sorted(by_seed.items())), longest_row.train_minutes)
