@@ -56,7 +56,7 @@ def experiments():
     """The experiment tooling's modules (the package `recipes.experiments`), by module name."""
     import importlib
 
-    names = ("archive", "rows", "grid", "speeds", "comparisons", "figures", "run_grid", "report")
+    names = ("archive", "rows", "grid", "speeds", "comparisons", "figures", "sections", "run_grid", "report")
     return {name: importlib.import_module(f"recipes.experiments.{name}") for name in names}
 
 

@@ -123,7 +123,7 @@ def test_the_page_shows_finished_runs_only_and_prices_every_run_left_in_full(tmp
     longest run's price is named only while the tuning has not chosen (it prices nothing after)."""
     import shutil
 
-    report = experiments["report"]
+    sections = experiments["sections"]
     grid = _tuning_grid(tmp_path / "grid", experiments, values=[0.1, 0.2])
     for value, bleu in ((0.1, 22.0), (0.2, 21.0)):
         row = {
@@ -135,34 +135,36 @@ def test_the_page_shows_finished_runs_only_and_prices_every_run_left_in_full(tmp
         with grid.results.open("a", encoding="utf-8") as results:
             results.write(json.dumps(_cell_of(row)) + "\n")
         if value == 0.1:  # before the tuning has chosen, the runs waiting for it cost the longest run
-            assert "longest finished run (80 minutes)" in " ".join(report._stopping_section(grid, grid.finished_rows()))
+            assert "longest finished run (80 minutes)" in " ".join(
+                sections.stopping_section(grid, grid.finished_rows())
+            )
     rows = grid.finished_rows()
-    assert "longest finished run" not in " ".join(report._stopping_section(grid, rows))  # none left that it prices
-    before = (report._progress(grid, rows), report._stopping_section(grid, rows))
+    assert "longest finished run" not in " ".join(sections.stopping_section(grid, rows))  # none left that it prices
+    before = (sections.progress_section(grid, rows), sections.stopping_section(grid, rows))
     _run(tmp_path, "cut", max_steps=2)
     shutil.copytree(tmp_path / "cut", grid.output_root / "al_both-small-seed1")  # a run under way here
-    assert (report._progress(grid, rows), report._stopping_section(grid, rows)) == before
-    (paragraph, _) = report._progress(grid, rows)
+    assert (sections.progress_section(grid, rows), sections.stopping_section(grid, rows)) == before
+    (paragraph, _) = sections.progress_section(grid, rows)
     assert paragraph.startswith("**Partial:** 2 of the grid's") and "finished runs only" in paragraph
-    still = next(line for line in report._stopping_section(grid, rows) if line.startswith("Still to run"))
+    still = next(line for line in sections.stopping_section(grid, rows) if line.startswith("Still to run"))
     assert "seed 1: 1 run, about" in still and "seed 2: 2 runs, about" in still and "under way" not in still
     # a grid can move between hosts: where the finished runs ran on another CPU than this machine, the
     # price says so, naming both; rows that agree (or record no CPU) change nothing
     there = {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "9165e1b8bbc6a2dd"}
     here = {"model": "Intel Xeon", "kernels": "AVX512", "float_fingerprint": "f2666768cd6a4ba4"}
     moved = [dataclasses.replace(row, provenance={"cpu": there}) for row in rows]
-    still = next(line for line in report._stopping_section(grid, moved, here) if line.startswith("Still to run"))
+    still = next(line for line in sections.stopping_section(grid, moved, here) if line.startswith("Still to run"))
     assert ("hours of training (on a 2-core machine; minutes measured on AMD EPYC AVX512 (float fingerprint "
             "9165e1b8bbc6a2dd) price them, and this machine is another host, Intel Xeon AVX512 (float fingerprint "
             "f2666768cd6a4ba4), whose minutes differ, one run at a time;") in still  # fmt: skip
     # a grid that moved part-way: one finished run ran here, so both hosts price
     mixed = [dataclasses.replace(row, provenance={"cpu": here}) for row in moved[:1]] + moved[1:]
-    still = next(line for line in report._stopping_section(grid, mixed, here) if line.startswith("Still to run"))
+    still = next(line for line in sections.stopping_section(grid, mixed, here) if line.startswith("Still to run"))
     assert ("(on a 2-core machine; minutes measured on AMD EPYC AVX512 (float fingerprint 9165e1b8bbc6a2dd) and "
             "on this machine, Intel Xeon AVX512 (float fingerprint f2666768cd6a4ba4), price them, and the hosts' "
             "minutes differ, one run at a time;") in still  # fmt: skip
     for same in (there, {"model": "AMD EPYC", "kernels": "AVX512"}):  # an older record without the fingerprint
-        assert "(on this 2-core machine, one run at a time;" in " ".join(report._stopping_section(grid, moved, same))
+        assert "(on this 2-core machine, one run at a time;" in " ".join(sections.stopping_section(grid, moved, same))
 
 
 def test_the_minutes_panel_names_the_runs_from_another_host_than_vanillas(experiments):
@@ -553,7 +555,11 @@ def test_the_tuning_table_says_when_the_chosen_value_lies_at_the_ranges_bound(tm
             }  # fmt: skip
             with grid.results.open("a", encoding="utf-8") as results:
                 results.write(json.dumps(_cell_of(row)) + "\n")
-        return "\n".join(experiments["report"]._tuning_section(grid, grid.finished_rows()))
+        return "\n".join(
+            experiments["sections"].tuning_section(
+                grid, grid.finished_rows(), grid.results.parent / "figures" / grid.name
+            )
+        )
 
     at_bound = tuning_table({0.4: 27.0, 0.5: 27.5})
     assert "| small | 0.5 | 27.5 | 30.5 | 100 | – | – | – | yes |" in at_bound and at_bound.rstrip().endswith(
@@ -584,7 +590,9 @@ def test_a_tuning_run_cut_off_before_its_plateau_is_named_under_the_tuning_table
         "0.5 shown to stay below it"
     )
     assert grid.tuned_value("small") == 0.4 and grid.tuned_unconverged_note("small") == note
-    assert f"small: {note}." in experiments["report"]._tuning_section(grid, grid.finished_rows())
+    assert f"small: {note}." in experiments["sections"].tuning_section(
+        grid, grid.finished_rows(), grid.results.parent / "figures" / grid.name
+    )
     assert note in experiments["run_grid"]._tuning_state(grid)
 
     plateau = _tuning_grid(tmp_path / "plateau", experiments, values=[0.3, 0.4])
@@ -666,7 +674,7 @@ def test_the_plateau_swing_is_the_evaluations_noise_from_the_best_step_on(tmp_pa
     )  # no plateau to swing on
     with grid.results.open("a", encoding="utf-8") as results:
         results.write(json.dumps(row.to_json()) + "\n")
-    section = "\n".join(experiments["report"]._stopping_section(grid, grid.finished_rows()))
+    section = "\n".join(experiments["sections"].stopping_section(grid, grid.finished_rows()))
     # no vanilla-by-the-stop for vanilla itself, then the swing
     assert "| vanilla-small-seed1-dropout0.1 | 500 | validation plateau | 200 | 21.0 | – | 0.50 (1.00) | 24.0 |" in (
         section
@@ -692,7 +700,7 @@ def test_the_stopping_table_says_where_vanilla_stood_when_a_variant_stopped(tmp_
         results.writelines(json.dumps(_cell_of(row)) + "\n" for row in (vanilla, other, variant))
 
     def cell(run: str) -> str:
-        section = experiments["report"]._stopping_section(grid, grid.finished_rows())
+        section = experiments["sections"].stopping_section(grid, grid.finished_rows())
         return next(line for line in section if line.startswith(f"| {run} |")).split(" | ")[5]
 
     assert cell("al_both-small-seed1") == "–"  # vanilla's log not there
@@ -796,9 +804,9 @@ def test_the_page_replays_each_stop_under_the_rule_the_grid_writes_now(tmp_path,
         return grid.finished_rows()
 
     rule = "3 evaluations without a new best validation BLEU or a new lowest validation loss"
-    section = "\n".join(experiments["report"]._stopping_section(grid, finish(0.1, 500)))
+    section = "\n".join(experiments["sections"].stopping_section(grid, finish(0.1, 500)))
     assert f"now ({rule}), every plateau stop above happens at the step the run stopped at." in section
-    section = "\n".join(experiments["report"]._stopping_section(grid, finish(0.2, 400)))  # stopped by BLEU alone
+    section = "\n".join(experiments["sections"].stopping_section(grid, finish(0.2, 400)))  # stopped by BLEU alone
     assert (
         f"now ({rule}), a run stops elsewhere than it did: vanilla-small-seed1-dropout0.2 (its log stops at 500)."
         in section
@@ -840,7 +848,7 @@ def test_the_page_says_how_near_each_run_came_to_stopping_sooner(tmp_path, exper
     (folder / "log_history.json").write_text(json.dumps(log), encoding="utf-8")
     with grid.results.open("a", encoding="utf-8") as results:
         results.write(json.dumps(row.to_json()) + "\n")
-    section = " ".join(experiments["report"]._stopping_section(grid, grid.finished_rows()))
+    section = " ".join(experiments["sections"].stopping_section(grid, grid.finished_rows()))
     assert (
         "the most evaluations in a row each run went without a new best validation BLEU or a new lowest "
         "validation loss (4 stop a run): vanilla-small-seed1-dropout0.1 3 (to step 700)." in section

@@ -11,28 +11,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hf_graphtf.graph_fusions import FUSIONS
-
-from .grid import REPO_ROOT, Grid
+from .grid import REPO_ROOT, Grid, Table
 from .rows import Row, RowsByCell
 from .speeds import speed_ratio, speed_ratios, training_speed
 
 if TYPE_CHECKING:
     from hf_graphtf.training import PlateauRule
-
-LINK_ROWS = ("vanilla", "al_encoder", "al_decoder", "al_both", "al_both_cumulative")
-
-
-#: the Graph-Transformer table: vanilla, one variant per registered fusion (named graph_<fusion>), then the
-#: option forms of the gate the grids run
-GRAPH_ROWS = (
-    "vanilla",
-    *(f"graph_{name}" for name in FUSIONS),
-    "graph_half_gate",
-    "graph_shared_gate",
-    "graph_gate_al_decoder",
-)
-
 
 BOOTSTRAP_SAMPLES = 1000
 
@@ -190,26 +174,21 @@ def on_shared_seeds(runs: list[Row], base: list[Row]) -> tuple[list[Row], list[R
 
 
 def comparison_table(
-    grid: Grid,
-    rows_by: RowsByCell,
-    variants: tuple[str, ...],
-    sizes: list[str],
-    references: dict[str, list[str]],
-    with_cost: bool,
+    grid: Grid, rows_by: RowsByCell, table: Table, sizes: list[str], references: dict[str, list[str]]
 ) -> list[str]:
     """A Markdown table: one row per variant that has runs, per size BLEU mean ± sd, Δ and p; a sentence
     instead while no variant has a finished run (a converged grid's cells wait for its tuning)."""
-    if not any(rows_by.get((variant, size)) for variant in variants for size in sizes):
+    if not any(rows_by.get((variant, size)) for variant in table.variants for size in sizes):
         return ["No run of these variants has finished yet."]
-    header = ["variant"] + (["parameters", "speed vs vanilla"] if with_cost else [])
+    header = ["variant"] + (["parameters", "speed vs vanilla"] if table.cost else [])
     for size in sizes:
         header += [f"BLEU {size}", "Δ", "p", f"tok. BLEU {size}"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for variant in variants:
+    for variant in table.variants:
         if not any(rows_by.get((variant, size)) for size in sizes):
             continue
         cells = [variant]
-        if with_cost:
+        if table.cost:
             runs = [row for size in sizes for row in rows_by.get((variant, size), [])]
             cells.append(f"{runs[0].parameters / 1e6:.2f} M")
             cells.append(speed_ratio(rows_by, variant, sizes, lambda row: training_speed(grid, row)))

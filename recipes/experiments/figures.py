@@ -12,13 +12,6 @@ from .grid import REPO_ROOT, Grid, baseline_row
 from .rows import Row, RowsByCell
 from .speeds import runtime_and_training_seconds, same_machine
 
-# the gate figure's variant: the first of these a grid has (the converged grid has no plain graph_gate)
-GATE_VARIANTS = ("graph_gate", "graph_half_gate", "graph_shared_gate", "graph_self_gate")
-
-
-ENTROPY_VARIANTS = ("vanilla", "al_encoder", "al_decoder", "al_both")
-
-
 ANALYSIS_SENTENCES = 300  # test sentences, spread over the split, for the gate and entropy figures
 
 
@@ -197,7 +190,7 @@ def analysis_figures(rows_by: RowsByCell, size: str, figures: Path, grid: Grid) 
         return AutoTokenizer.from_pretrained(folder), model
 
     written = []
-    gated = gate_variant(rows_by, size)
+    gated = gate_variant(grid, rows_by, size)
     loaded = first_model(gated) if gated else None
     if loaded:
         profile = graph_gate_profile(*loaded, sources, [10, 20, 30, 40, 50])
@@ -205,7 +198,7 @@ def analysis_figures(rows_by: RowsByCell, size: str, figures: Path, grid: Grid) 
         title = f"{gated}, {size}, seed {seed}"
         written.append(plot_gate_profile(profile, figures / f"gates_{size}.png", title=title))
     entropies = {}
-    for variant in ENTROPY_VARIANTS:
+    for variant in grid.figures.entropy:
         loaded = first_model(variant)
         if loaded:
             entropies[variant] = attention_entropy_profile(*loaded, sources, targets)
@@ -214,9 +207,10 @@ def analysis_figures(rows_by: RowsByCell, size: str, figures: Path, grid: Grid) 
     return written
 
 
-def gate_variant(rows_by: RowsByCell, size: str) -> str | None:
-    """The variant whose first model the gate figure at ``size`` is drawn from (`GATE_VARIANTS`)."""
-    return next((variant for variant in GATE_VARIANTS if rows_by.get((variant, size))), None)
+def gate_variant(grid: Grid, rows_by: RowsByCell, size: str) -> str | None:
+    """The variant whose first model the gate figure at ``size`` is drawn from: the first of the grid file's
+    ``figures.gates`` that has run."""
+    return next((variant for variant in grid.figures.gates if rows_by.get((variant, size))), None)
 
 
 def analysis_run(rows_by: RowsByCell, variant: str, size: str) -> Row | None:
@@ -236,7 +230,7 @@ def models_missing_for_analysis(grid: Grid) -> list[str]:
     needed = [
         analysis_run(rows_by, variant, size)
         for size in grid.sizes
-        for variant in (gate_variant(rows_by, size), *ENTROPY_VARIANTS)
+        for variant in (gate_variant(grid, rows_by, size), *grid.figures.entropy)
         if variant is not None
     ]
     return [row.run for row in needed if row is not None and not has_model(row)]

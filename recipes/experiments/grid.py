@@ -167,6 +167,25 @@ class Tuning:
         return max(values, key=lambda value: (valid_bleu[value], -values.index(value)))
 
 
+@dataclass(frozen=True)
+class Table:
+    """One comparison table of a grid's page, as its grid file lays it out: its heading, its variants in row
+    order (those without a finished run are left out) and, with ``cost``, the parameters and speed columns."""
+
+    title: str
+    variants: tuple[str, ...]
+    cost: bool = False
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The variants a grid's analysis figures are drawn from: the gate figure from the first of ``gates``
+    that has run, the attention-entropy figure from each of ``entropy`` (first seed's model)."""
+
+    gates: tuple[str, ...] = ()
+    entropy: tuple[str, ...] = ()
+
+
 @dataclass
 class Grid:
     """A grid file: shared overrides, sizes, variants, seeds, where outputs, results and archive go.
@@ -186,6 +205,9 @@ class Grid:
     tuning: Tuning | None = None
     #: grid files whose budgets the report sets beside this grid's ("how the verdict moves")
     earlier_budgets: list[str] = field(default_factory=list)
+    #: the page's comparison tables (by default one of every variant) and analysis figures
+    tables: list[Table] = field(default_factory=list)
+    figures: Figures = field(default_factory=Figures)
 
     @classmethod
     def load(cls, path: str | Path, root: Path = REPO_ROOT) -> Grid:
@@ -246,6 +268,8 @@ class Grid:
             core=list(spec.get("core") or variants),
             tuning=tuning,
             earlier_budgets=list(spec.get("earlier_budgets") or []),
+            tables=_tables(path, spec.get("tables"), variants),
+            figures=_figures(path, spec.get("figures"), variants),
         )
 
     @property
@@ -456,6 +480,12 @@ def resolve_corpus(corpus: str) -> str:
     return corpus if Path(corpus).is_absolute() or not (REPO_ROOT / corpus).exists() else str(REPO_ROOT / corpus)
 
 
+def relative(path: Path) -> str:
+    """A path as the pages and messages name it: relative to the repository where it lies inside it."""
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
 def baseline_row(rows_by: RowsByCell, variant: str, size: str, seed: int | None) -> Row | None:
     """Vanilla's finished run of a size and seed (the tuned one: ``rows_by``, `Grid.rows_by_cell`, holds
     the chosen runs), the run a variant's run is set beside; None for vanilla itself or before that run
@@ -470,6 +500,38 @@ def cpus_differ(recorded: dict[str, Any] | None, other: dict[str, Any] | None) -
     one counts as agreeing: rows made before the records existed are judged by their scores alone, and
     rows made before the float fingerprint was recorded on model and vector kernels alone."""
     return bool(recorded) and bool(other) and any(recorded[key] != other[key] for key in recorded.keys() & other.keys())
+
+
+def _tables(path: Path, spec: Any, variants: dict[str, Any]) -> list[Table]:
+    """A grid file's ``tables``, checked: each names a title and variants of the grid (a misspelt variant
+    would otherwise drop out of its table unseen); without any, one table of every variant."""
+    if spec is None:
+        return [Table("Every variant", tuple(variants))]
+    if not isinstance(spec, list) or not spec:
+        raise ValueError(f"{path}: tables is a list of {{title, variants, cost}}")
+    tables = []
+    for table in spec:
+        if not isinstance(table, dict) or not {"title", "variants"} <= set(table) <= {"title", "variants", "cost"}:
+            raise ValueError(f"{path}: a table takes title, variants and cost (optional); got {table!r}")
+        _known(path, f"table {table['title']!r}", table["variants"], variants)
+        tables.append(Table(str(table["title"]), tuple(table["variants"]), bool(table.get("cost", False))))
+    return tables
+
+
+def _figures(path: Path, spec: Any, variants: dict[str, Any]) -> Figures:
+    """A grid file's ``figures`` (``gates``, ``entropy``: variants of the grid), checked; none without it."""
+    spec = spec or {}
+    unknown = set(spec) - {"gates", "entropy"}
+    if unknown:
+        raise ValueError(f"{path}: figures takes gates and entropy; got {sorted(unknown)}")
+    for key, names in spec.items():
+        _known(path, f"figures.{key}", names, variants)
+    return Figures(tuple(spec.get("gates") or ()), tuple(spec.get("entropy") or ()))
+
+
+def _known(path: Path, where: str, names: Any, variants: dict[str, Any]) -> None:
+    if not isinstance(names, list) or any(name not in variants for name in names):
+        raise ValueError(f"{path}: {where} names {names!r}; each must be one of the grid's variants {list(variants)}")
 
 
 def _tuning_extension(path: Path, tuning: Tuning, extend: Any) -> dict[str, Any]:

@@ -3,21 +3,20 @@
     python recipes/experiments/report.py recipes/experiments/grid_bible_cpu.yaml
     python recipes/experiments/report.py GRID --no-analysis   # no model loading: gate/entropy figures kept
 
-Tables laid out like the Attention Link paper's Tables III/IV/VIII (vanilla / encoder / decoder /
-both links, per training size) and the Graph-Transformer paper's Table 2 (fusion variants with
-parameter count and speed ratio): every cell is the mean +- sd over seeds of test BLEU, with the
-difference from vanilla and sacreBLEU's paired bootstrap p-value on the seeds' pooled translations.
-Figures: BLEU by source length per variant, learning curves (validation BLEU against steps and
-minutes), the graph gate per layer against sentence length, and attention entropy per layer for
-vanilla and linked models (both from `hf_graphtf.analysis`, on the first seed's model). Every run in
-the results file is listed; nothing is dropped.
+The page: how far the grid has run, the tuning, where each run stopped, the verdict across budgets,
+the comparison tables the grid file names (``tables``: as the papers lay theirs out, every cell the
+mean +- sd over seeds of test BLEU, with the difference from vanilla and sacreBLEU's paired bootstrap
+p on the seeds' pooled translations), the figures (BLEU by source length, learning curves, and from
+the first seed's models the graph gate and attention entropy per layer) and every run. Nothing in the
+results file is dropped.
 
 Translations and training logs come from the grid's archive in the repository (archive.py), else from
 the runs' output folders; the report refuses to write a page that would lose a run's bootstrap test or
 learning curve because neither is here (``run_grid.py GRID --restore`` brings them back).
 
-This module lays the page out (and the README's generated parts); the comparison tables come from
-``comparisons.py``, the speeds and costs from ``speeds.py``, the figures from ``figures.py``.
+This script assembles the page and the README's generated parts; the sections and their prose come
+from ``sections.py`` and ``page_template.md``, the tables from ``comparisons.py``, the figures from
+``figures.py``.
 """
 
 from __future__ import annotations
@@ -35,376 +34,76 @@ if not __package__:  # run as a script (`python recipes/experiments/report.py`):
 from hf_graphtf.machine import cpu_record
 
 from . import archive
-from .comparisons import (
-    BOOTSTRAP_SAMPLES,
-    BUDGETS_NOTE,
-    GRAPH_ROWS,
-    LINK_ROWS,
-    best_by_step,
-    comparison_table,
-    grid_budgets_table,
-    longest_stall,
-    plateau_swing,
-    replayed_stop,
-    test_references,
-)
+from .comparisons import BOOTSTRAP_SAMPLES, comparison_table, grid_budgets_table, test_references
 from .figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
-from .grid import REPO_ROOT, Grid, baseline_row
-from .rows import Row
-from .speeds import (
-    device_cell,
-    host_name,
-    other_hosts,
-    remaining_minutes,
-    rows_elsewhere,
-    training_speed,
-    validation_minutes,
-    without_speed_flags,
-)
+from .grid import REPO_ROOT, Grid, relative
+from .sections import budgets_section, progress_section, prose, runs_section, stopping_section, tuning_section
 
 
-def write_report(grid: Grid, analysis: bool = True) -> Path:
-    """Write the grid's page (``grid.page``) and its figures. Without ``analysis`` no model is loaded:
-    the gate and entropy figures are not redrawn, and those already in the figures folder (drawn from
-    the same first-seed models, which a finished run never changes) stay linked."""
-    rows = grid.finished_rows()
-    rows_by = grid.rows_by_cell()
+def write_report(grid: Grid, analysis: bool = True, out: Path | None = None, date: datetime.date | None = None) -> Path:
+    """Write the grid's page (``grid.page``, or the same name in ``out``) and its figures, dated ``date``
+    (today). Without ``analysis`` no model is loaded: the gate and entropy figures are not redrawn, and
+    those already in the figures folder (drawn from the same first-seed models, which a finished run never
+    changes) stay linked."""
+    rows, rows_by = grid.finished_rows(), grid.rows_by_cell()
     here = cpu_record()  # the machine whose checkpoints the page reads and whose runs the prices are for
     sizes = [size for size in grid.sizes if any(size == key[1] for key in rows_by)]
     references = test_references(grid, sizes)
-    out = grid.results.parent
+    out = grid.results.parent if out is None else out
     figures = out / "figures" / grid.name
     figures.mkdir(parents=True, exist_ok=True)
     figure_paths: list[Path] = []
     for size in sizes:
-        figure_paths += [
-            path
-            for path in (
-                plot_bleu_by_length(rows_by, size, figures / f"bleu_by_length_{size}.png"),
-                plot_learning_curves(grid, rows_by, size, figures / f"learning_curves_{size}.png"),
-            )
-            if path
-        ]
+        drawn = (
+            plot_bleu_by_length(rows_by, size, figures / f"bleu_by_length_{size}.png"),
+            plot_learning_curves(grid, rows_by, size, figures / f"learning_curves_{size}.png"),
+        )
+        figure_paths += [path for path in drawn if path]
         if analysis:
             figure_paths += analysis_figures(rows_by, size, figures, grid)
         else:
             drawn_before = (figures / f"gates_{size}.png", figures / f"entropy_{size}.png")
             figure_paths += [path for path in drawn_before if path.is_file()]
-    devices = sorted({row.device for row in rows})
-    budgets = grid.sizes.items()
+    overrides = ", ".join(f"`{key}: {_yaml(value)}`" for key, value in grid.common.items())
+    budgets = "; ".join(
+        f"{size}: " + ", ".join(f"`{k}: {_yaml(v)}`" for k, v in values.items()) for size, values in grid.sizes.items()
+    )
+    generated = prose(
+        "generated",
+        grid_file=relative(grid.path),
+        date=(date or datetime.date.today()).isoformat(),
+        results_file=relative(grid.results),
+        count=len(rows),
+        devices="; ".join(sorted({row.device for row in rows})) or "–",
+    )
+    signature = f"(`{rows[0].test['bleu_signature']}`)" if rows else ""
+    protocol = prose("protocol", overrides=overrides, budgets=budgets, signature=signature, samples=BOOTSTRAP_SAMPLES)
+    tables = [
+        line
+        for table in grid.tables
+        for line in (f"## {table.title}", "", *comparison_table(grid, rows_by, table, sizes, references), "")
+    ]
     lines = [
         f"# Experiment results: grid `{grid.name}`",
         "",
-        f"Generated by `python recipes/experiments/report.py {_relative(grid.path)}` on "
-        f"{datetime.date.today().isoformat()} from `{_relative(grid.results)}` ({len(rows)} runs; "
-        f"devices: {'; '.join(devices) or '–'}). Runs: `python recipes/experiments/run_grid.py "
-        f"{_relative(grid.path)}`.",
+        generated,
         "",
-        *_progress(grid, rows),
-        "Protocol: the committed Bible recipes with these overrides for every run: "
-        + ", ".join(f"`{key}: {_yaml(value)}`" for key, value in grid.common.items())
-        + "; budgets per size: "
-        + "; ".join(
-            f"{size}: " + ", ".join(f"`{k}: {_yaml(v)}`" for k, v in values.items()) for size, values in budgets
-        )
-        + ". Test: full test split, beam 5, WEB reference, sacreBLEU "
-        + (f"(`{rows[0].test['bleu_signature']}`)" if rows else "")
-        + ". Cells: mean ± sd over seeds; Δ: difference of means from vanilla on the same seeds; "
-        "p: sacreBLEU paired bootstrap "
-        f"({BOOTSTRAP_SAMPLES} samples) on the seeds' pooled translations. tok. BLEU: Moses-tokenized, the papers' "
-        "multi-bleu convention. Speed vs vanilla: target tokens/s of each run of the variant over "
-        "vanilla's run of the same size and seed on the same machine (device and CPU, see the runs' "
-        "table), median over those pairs, their range in brackets (a grid runs seed by seed, so each "
-        "pair ran close in time; the machine's speed drifts between sittings); training steps only, the "
-        "validation passes left out (`train tok/s` below), at sizes where every run of both sides has "
-        "its training log. A rough guide: the controlled comparison "
-        "(interleaved, one thread, CPU clock) is recipes/benchmarks/RESULTS.md.",
+        *progress_section(grid, rows),
+        protocol,
         "",
-        *_tuning_section(grid, rows),
-        *_stopping_section(grid, rows, here),
-        *_budgets_section(grid),
-        "## Attention link (as the paper's Tables III/IV/VIII)",
-        "",
-        *comparison_table(grid, rows_by, LINK_ROWS, sizes, references, with_cost=False),
-        "",
-        "## Graph-group attention (as the Graph-Transformer paper's Table 2)",
-        "",
-        *comparison_table(grid, rows_by, GRAPH_ROWS, sizes, references, with_cost=True),
-        "",
+        *tuning_section(grid, rows, figures),
+        *stopping_section(grid, rows, here),
+        *budgets_section(grid),
+        *tables,
         "## Figures",
         "",
         *([f"![{path.stem}](figures/{grid.name}/{path.name})" for path in figure_paths] or ["None yet."]),
         "",
-        "## Every run",
-        "",
-        "`cores used` is the CPU time of a run's processes per second of wall time (rows made since "
-        "2026-11-22): compare it between runs of the same shape; one that shared the machine with other "
-        "work got fewer cores and its speed reads low.",
-        "",
-        "`target tok/s` is over the Trainer's whole training run, validation passes included; `train tok/s` "
-        "leaves them out (from the run's training log). A run interrupted and resumed from a checkpoint "
-        "shows that checkpoint's step under `steps`; its speeds, wall seconds and cores are those of the "
-        "sitting that finished it (rows made since 2026-11-23 record this; older rows do not say).",
-        "",
-        "| run | device | steps | epochs | valid BLEU | test BLEU | chrF | chrF++ | tok. BLEU | stuttering | "
-        "target tok/s | train tok/s | wall s | cores used |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *runs_section(grid, rows),
     ]
-    for row in sorted(rows, key=lambda row: (row.size, row.variant, row.seed)):
-        test = row.test
-        stutter = test.get("repeated_token_outputs")
-        lines.append(
-            f"| {row.run} | {device_cell(row)} | {_steps_cell(row)} | {row.epochs} | {row.valid['bleu']} | "
-            f"{test['bleu']} | {test['chrf']} | {test['chrf_pp']} | {test['bleu_tokenized']} | "
-            f"{'–' if stutter is None else f'{stutter:.1%}'} | {row.target_tokens_per_second} | "
-            f"{training_speed(grid, row) or '–'} | {row.wall_seconds} | {row.cores_used or '–'} |"
-        )
-    path = grid.page
+    path = out / grid.page.name
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
-
-
-def _tuning_section(grid: Grid, rows: list[Row]) -> list[str]:
-    """The tuning runs of a grid that tunes its baseline: each value's validation and test BLEU, where it
-    stopped, and the value chosen (best validation BLEU; test BLEU plays no part)."""
-    if grid.tuning is None:
-        return []
-    tuning = grid.tuning
-    by_name = {row.run: row for row in rows}
-    lines = [
-        f"## Tuning: {tuning.field} of {tuning.variant}, seed {tuning.seed}",
-        "",
-        f"Every run of a size uses the {tuning.field} whose {tuning.variant} run reached the best validation "
-        f"BLEU; {tuning.variant}'s seed-{tuning.seed} cell is that run."
-        + (
-            f" A best value at the edge of the range is not yet a tuned one: while the best lies at an edge, "
-            f"the range grows by {tuning.step:g} on that side, within {tuning.bounds[0]:g}-{tuning.bounds[1]:g} "
-            "(one more run each time)."
-            if tuning.step is not None
-            else ""
-        ),
-        "",
-        f"| size | {tuning.field} | valid BLEU | test BLEU | stopped at | best step | why | minutes | chosen |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for size in grid.sizes:
-        curves = {
-            (f"{tuning.variant}, {tuning.field} {row.tuning['value']}", size): [row]
-            for row in rows
-            if row.tuning and row.size == size
-        }
-        tried = list(zip(grid.tuning_values(size), grid.tuning_runs(size)))
-        figure = grid.results.parent / "figures" / grid.name / f"tuning_{size}.png"
-        figure.parent.mkdir(parents=True, exist_ok=True)
-        title = f"Tuning {tuning.field} of {tuning.variant}, seed {tuning.seed}, {size}: each run until it stopped"
-        if curves and plot_learning_curves(grid, curves, size, figure, title):
-            lines[4:4] = [f"![tuning learning curves, {size}](figures/{grid.name}/{figure.name})", ""]
-        chosen = grid.tuned_value(size)
-        for value, run in tried:
-            row = by_name.get(run.name)
-            if row is None:
-                lines.append(f"| {size} | {value} | – | – | – | – | not finished | – | |")
-                continue
-            lines.append(
-                f"| {size} | {value} | {row.valid['bleu']} | {row.test['bleu']} | {row.steps} | "
-                f"{row.best_step or '–'} | {row.stop_reason or '–'} | {_minutes(row)} | "
-                f"{'yes' if chosen == value else ''} |"
-            )
-    for size in grid.sizes:
-        for note in grid.tuned_notes(size):
-            lines += ["", f"{size}: {note}."]
-    return [*lines, ""]
-
-
-def _minutes(row: Row) -> str:
-    minutes = row.train_minutes
-    return "–" if minutes is None else f"{minutes:.0f}"
-
-
-def _stopping_section(grid: Grid, rows: list[Row], here: dict[str, Any] | None = None) -> list[str]:
-    """For runs that train until validation BLEU stops improving: where each stopped and why, its best
-    step, its training minutes and precision, and what the seeds still to run will cost at those minutes
-    on this machine (``here``, its CPU record; by default read from it), said to be rough where those
-    minutes were measured on another host."""
-    stopped = [row for row in rows if row.stop_reason]
-    if not stopped or not any(row.stop_reason == "validation plateau" for row in stopped):
-        return []
-    lines = [
-        "## When each run stopped",
-        "",
-        f"A run stops after `early_stopping_patience` evaluations without {_patience_resets(grid)} "
-        "(`validation plateau`); `step cap` means it reached `max_steps`, the safety net, and did not "
-        "converge. The test split is translated by the best checkpoint. Minutes: training time over every "
-        "sitting, validation passes included, on the run's machine (see `cores used` in the runs' table: "
-        "other work on the machine slows a run without changing its result). Swing on the plateau: how "
-        "far validation BLEU moved from one evaluation to the next, from the best evaluation to the stop, "
-        "on average (largest in brackets; none for a run that did not stop on a plateau); a difference "
-        "between two runs' best validation BLEU smaller than their swing is within the evaluations' noise. "
-        "Vanilla by the stop: the best validation BLEU vanilla's run of the same size and seed had reached by "
-        "the step a variant's run stopped at (from vanilla's training log). A variant whose best lies at or "
-        "above it but below vanilla's own best did not level off below vanilla on the steps both trained: it "
-        "stopped sooner, and vanilla gained the difference after that step.",
-        "",
-        "| run | stopped at | why | best step | valid BLEU (best) | vanilla by the stop | swing on the plateau | "
-        "test BLEU | minutes | precision |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    rows_by = grid.rows_by_cell()
-    for row in sorted(stopped, key=lambda row: (row.size, row.seed, row.variant, row.run)):
-        swing = plateau_swing(grid, row)
-        base = baseline_row(rows_by, row.variant, row.size, row.seed)
-        by_stop = None if base is None else best_by_step(grid, base, row.steps)
-        lines.append(
-            f"| {row.run} | {row.steps} | {row.stop_reason} | {row.best_step or '–'} | "
-            f"{row.valid['bleu']} | {'–' if by_stop is None else by_stop} | "
-            f"{'–' if swing is None else f'{swing[0]:.2f} ({swing[1]:.2f})'} | "
-            f"{row.test['bleu']} | {_minutes(row)} | {row.precision or 'fp32'} |"
-        )
-    left = remaining_minutes(grid, rows)
-    if left is not None:
-        count = sum(n for n, _ in left.by_seed.values())
-        minutes = sum(m for _, m in left.by_seed.values())
-        field = grid.tuning.field if grid.tuning is not None else "tuned value"
-        seeds = "; ".join(f"seed {seed}: {_runs(n)}, about {m / 60:.1f} hours" for seed, (n, m) in left.by_seed.items())
-        # the longest run prices tuning runs and runs waiting for the tuning; once it has chosen, none is left
-        choosing = grid.tuning is not None and any(grid.tuned_value(size) is None for size in grid.sizes)
-        lines += [
-            "",
-            f"Still to run: {_runs(count)}, about {minutes / 60:.1f} hours of training ({_priced_where(rows, here)}, "
-            f"one run at a time; {seeds}), each priced at the finished runs most like it: its variant's, on average; "
-            f"for a variant with none yet, vanilla's run at the chosen {field}"
-            + (
-                "; for a tuning run, or before the tuning has chosen, the longest finished run "
-                f"({left.longest:.0f} minutes)."
-                if choosing or grid.tuning is None
-                else "."
-            )
-            + (
-                " A tuning range that grows at its edge adds a run to these."
-                if choosing and grid.tuning.step is not None
-                else ""
-            ),
-        ]
-    return [
-        *lines,
-        *_replay_check(grid, stopped),
-        *_closest_calls(grid, stopped),
-        *without_speed_flags(stopped, lambda row: validation_minutes(grid, row)),
-        "",
-    ]
-
-
-def _runs(count: int) -> str:
-    """``count`` runs, in words ("1 run", "5 runs")."""
-    return f"{count} run" + ("" if count == 1 else "s")
-
-
-def _priced_where(rows: list[Row], here: dict[str, Any] | None) -> str:
-    """Where the price of the runs left holds: this machine, or, where finished runs' minutes were
-    measured on other hosts, a caution naming them (a grid can move between hosts, whose speeds differ)."""
-    here = cpu_record() if here is None else here
-    timed = [row for row in rows if row.train_minutes]
-    others = other_hosts(timed, here)
-    if not others:
-        return "on this 2-core machine"
-    this_machine = host_name(here, fingerprint=True)
-    if len(rows_elsewhere(timed, here)) < len(timed):  # some of the minutes were measured here too
-        return (
-            f"on a 2-core machine; minutes measured on {' and '.join(others)} and on this machine, "
-            f"{this_machine}, price them, and the hosts' minutes differ"
-        )
-    return (
-        f"on a 2-core machine; minutes measured on {' and '.join(others)} price them, and this machine is "
-        f"another host, {this_machine}, whose minutes differ"
-    )
-
-
-def _patience_resets(grid: Grid) -> str:
-    """What resets a run's early-stopping patience under the grid's protocol, in words."""
-    resets = "a new best validation BLEU"
-    return resets + (" or a new lowest validation loss" if grid.common.get("early_stopping_watch_loss") else "")
-
-
-def _replay_check(grid: Grid, stopped: list[Row]) -> list[str]:
-    """Whether every plateau stop replays from its run's log under the early-stopping rule as the grid
-    file writes it now, naming the runs that do not (their rows then answer to another protocol)."""
-    plateau = [row for row in stopped if row.stop_reason == "validation plateau"]
-    replays = [(row, replayed_stop(grid, row)) for row in plateau]
-    if not plateau or any(step is None for _, step in replays):
-        return []
-    rule = f"{grid.common.get('early_stopping_patience')} evaluations without {_patience_resets(grid)}"
-    differing = [f"{row.run} (its log stops at {step})" for row, step in replays if step != row.steps]
-    if differing:
-        verdict = f"a run stops elsewhere than it did: {'; '.join(differing)}."
-    else:
-        verdict = "every plateau stop above happens at the step the run stopped at."
-    return ["", f"Replayed from each run's log under the rule as the grid file writes it now ({rule}), {verdict}"]
-
-
-def _closest_calls(grid: Grid, stopped: list[Row]) -> list[str]:
-    """How near each run came to stopping sooner: its longest stall before its last reset of the patience
-    (`longest_stall`). A comparison of runs that stopped at different steps rests on where each stopped,
-    and a run that once came within an evaluation of its patience could as well have stopped there."""
-    stalls = [(row, longest_stall(grid, row)) for row in stopped]
-    if not stalls or any(stall is None for _, stall in stalls):
-        return []
-    patience = grid.common.get("early_stopping_patience")
-    runs = "; ".join(
-        f"{row.run} {count}" + (f" (to step {step})" if count else "")
-        for row, (count, step) in sorted(stalls, key=lambda pair: pair[0].run)
-    )
-    return [
-        "",
-        f"Closest calls: before the last evaluation that reset its patience, the most evaluations in a row "
-        f"each run went without {_patience_resets(grid)} ({patience} stop a run): {runs}. A run that came "
-        "within an evaluation or two of the patience could as well have stopped there: where a run stops is "
-        "a draw of its seed, as its BLEU is.",
-    ]
-
-
-def _budgets_section(grid: Grid) -> list[str]:
-    """The grid's verdict beside the earlier grids' it names (``earlier_budgets``)."""
-    if not grid.earlier_budgets:
-        return []
-    earlier = [Grid.load(REPO_ROOT / path) for path in grid.earlier_budgets]
-    return [
-        "## How the verdict moves with training",
-        "",
-        "Δ: the variant's mean test BLEU minus vanilla's on the same seeds (n), sacreBLEU paired bootstrap p on "
-        "the pooled translations. The early budgets are "
-        + ", ".join(f"[{g.name}]({g.page.name})" for g in earlier)
-        + ". "
-        + BUDGETS_NOTE,
-        "",
-        *grid_budgets_table(grid),
-        "",
-    ]
-
-
-def _progress(grid: Grid, rows: list[Row]) -> list[str]:
-    """A paragraph saying how much of the grid has run, when some of it has not (else nothing): a grid
-    takes many sittings, and a page drawn part-way must not read as the whole comparison. The page shows
-    finished runs only; where a run under way stands is the runner's log, not a committed page."""
-    finished = {row.run for row in rows}
-    planned = grid.runs()
-    done = sum(run.name in finished for run in planned)
-    if done == len(planned):
-        return []
-    per_size = []
-    for size in grid.sizes:
-        runs = [run for run in planned if run.size == size]
-        per_size.append(f"{size}: {sum(run.name in finished for run in runs)} of {len(runs)}")
-    return [
-        f"**Partial:** {done} of the grid's {len(planned)} runs have finished ({'; '.join(per_size)}). "
-        "Each cell says over how many seeds it is (n), and each Δ compares with vanilla's runs of the same "
-        "seeds where vanilla has them. This page shows finished runs only.",
-        "",
-    ]
-
-
-def _steps_cell(row: Row) -> str:
-    resumed = row.resumed_from_step
-    return f"{row.steps} (resumed at {resumed})" if resumed else str(row.steps)
 
 
 README_START, README_END = "<!-- experiment tables: start -->", "<!-- experiment tables: end -->"
@@ -413,35 +112,33 @@ README_START, README_END = "<!-- experiment tables: start -->", "<!-- experiment
 GLANCE_START, GLANCE_END = "<!-- results at a glance: start -->", "<!-- results at a glance: end -->"
 
 
-def update_readme_glance(readme: Path, grid: Grid) -> None:
+def update_readme_glance(readme: Path, grid: Grid, date: datetime.date | None = None) -> None:
     """Write the grid's budgets table (`grid_budgets_table`) between the README's at-a-glance markers."""
     text = readme.read_text(encoding="utf-8")
     if GLANCE_START not in text or GLANCE_END not in text:
         raise ValueError(f"{readme}: no {GLANCE_START} ... {GLANCE_END} markers to write the table between")
     runs = sum(len(Grid.load(REPO_ROOT / path).finished_rows()) for path in grid.earlier_budgets)
     runs += len(grid.finished_rows())
-    body = "\n".join(
-        [
-            f"Generated by `python recipes/experiments/report.py {_relative(grid.path)} --readme README.md` on "
-            f"{datetime.date.today().isoformat()} from {runs} runs; Bible es-en test split, beam 5, sacreBLEU.",
-            "",
-            *grid_budgets_table(grid),
-        ]
-    )
+    date = (date or datetime.date.today()).isoformat()
+    generated = prose("readme glance", grid_file=relative(grid.path), date=date, runs=runs)
+    body = "\n".join([generated, "", *grid_budgets_table(grid)])
     before, rest = text.split(GLANCE_START, 1)
     after = rest.split(GLANCE_END, 1)[1]
     readme.write_text(f"{before}{GLANCE_START}\n{body}\n{GLANCE_END}{after}", encoding="utf-8")
 
 
-def update_readme(readme: Path, page: Path) -> None:
+def update_readme(readme: Path, page: Path, grid: Grid) -> None:
     """Copy the two comparison tables of ``page`` between the README's markers (generated, never typed)."""
     text = readme.read_text(encoding="utf-8")
     if README_START not in text or README_END not in text:
         raise ValueError(f"{readme}: no {README_START} ... {README_END} markers to write the tables between")
     report = page.read_text(encoding="utf-8")
-    tables = report.split("## Attention link", 1)[1].split("## Figures", 1)[0]
+    first = f"## {grid.tables[0].title}"
+    tables = first + report.split(first, 1)[1].split("## Figures", 1)[0]
+    for table in grid.tables:  # a level below the README's own headings
+        tables = tables.replace(f"## {table.title}", f"#### {table.title}")
     header = report.split("\n\n", 2)[1]  # the "Generated by ..." paragraph
-    body = f"{header}\n\n#### Attention link{tables.replace('## Graph-group', '#### Graph-group')}".rstrip()
+    body = f"{header}\n\n{tables}".rstrip()
     before, rest = text.split(README_START, 1)
     after = rest.split(README_END, 1)[1]
     readme.write_text(f"{before}{README_START}\n{body}\n{README_END}{after}", encoding="utf-8")
@@ -450,11 +147,6 @@ def update_readme(readme: Path, page: Path) -> None:
 def _yaml(value: Any) -> str:
     """A value as the grid file spells it (``true``, not ``True``)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _relative(path: Path) -> str:
-    path = Path(path).resolve()
-    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 def _some(names: list[str]) -> str:
@@ -498,9 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     missing = runs_missing_outputs(grid)
     if missing and not args.allow_missing_outputs:
         print(
-            f"error: {len(missing)} runs in {_relative(grid.results)} have no archive and no output folder "
+            f"error: {len(missing)} runs in {relative(grid.results)} have no archive and no output folder "
             f"here ({_some(missing)}); the report would lose their bootstrap tests and learning curves. "
-            f"Restore them with `python recipes/experiments/run_grid.py {_relative(grid.path)} --restore` "
+            f"Restore them with `python recipes/experiments/run_grid.py {relative(grid.path)} --restore` "
             "(it reruns what it must and checks each rerun reproduces its row), or pass --allow-missing-outputs.",
             file=sys.stderr,
         )
@@ -519,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         if grid.earlier_budgets:
             update_readme_glance(args.readme, grid)
         else:
-            update_readme(args.readme, page)
+            update_readme(args.readme, page, grid)
     print(page)
     return 0
 

@@ -41,7 +41,7 @@ if not __package__:  # run as a script (`python recipes/experiments/run_grid.py`
     __package__ = "recipes.experiments"
 
 from . import archive
-from .grid import REPO_ROOT, Grid, Run, cpus_differ, languages, resolve_corpus
+from .grid import REPO_ROOT, Grid, Run, cpus_differ, languages, relative, resolve_corpus
 from .rows import Row
 
 TRAIN_SCRIPT = REPO_ROOT / "recipes" / "train_translation.py"
@@ -89,7 +89,7 @@ def provenance(corpus: str) -> dict[str, Any]:
 
     files = sorted(Path(corpus).glob("*.jsonl")) if Path(corpus).is_dir() else []
     return {
-        **software_record(code_paths=("hf_graphtf", _relative(TRAIN_SCRIPT))),
+        **software_record(code_paths=("hf_graphtf", relative(TRAIN_SCRIPT))),
         "corpus_sha256": {path.name: fingerprint(path)["sha256"] for path in files} or None,
         "cpu": cpu_record(),
     }
@@ -206,16 +206,12 @@ def results_row(
             "parameters": results["model"]["parameters"],
             "valid": {"bleu": results["eval"].get("eval_bleu"), "chrf": results["eval"].get("eval_chrf")},
             "test": test_scores(output, results, corpus, recipe.get("test_split", "test"), langs),
-            "output_dir": _relative(output),
-            "hypotheses": _relative(grid.archive_folder(run.name) / archive.HYPOTHESES),
+            "output_dir": relative(output),
+            "hypotheses": relative(grid.archive_folder(run.name) / archive.HYPOTHESES),
             "provenance": started_with,
             "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
     )
-
-
-def _relative(path: Path) -> str:
-    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 def run_grid(grid: Grid, runs: list[Run], processes: int, dry_run: bool = False, jobs: int = 1) -> bool:
@@ -304,8 +300,8 @@ def rerun_problem(row: Row, run: Run, processes: int) -> str | None:
     if row.overrides != overrides:
         changed = sorted(key for key in {*overrides, *row.overrides} if overrides.get(key) != row.overrides.get(key))
         return f"the grid's overrides changed since it ran ({', '.join(changed)})"
-    if row.recipe != _relative(run.recipe):
-        return f"it ran recipe {row.recipe}, the grid now names {_relative(run.recipe)}"
+    if row.recipe != relative(run.recipe):
+        return f"it ran recipe {row.recipe}, the grid now names {relative(run.recipe)}"
     if row.device != device_name(processes):
         return f"it ran on {row.device}, this is {device_name(processes)} (set --processes to match)"
     if problem := _missing_corpus(run):
@@ -388,7 +384,7 @@ def restore(grid: Grid, runs: list[Run], processes: int) -> int:
             failures += 1
             continue
         archive.archive_run(run.output_dir, folder)
-        print(f"  {run.name}: archived in {_relative(folder)}", flush=True)
+        print(f"  {run.name}: archived in {relative(folder)}", flush=True)
     return failures
 
 
