@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 
 import torch
+from benchmark_page import header, ratio, run_start, table, verdict
 from common import (
     DTYPES,
     add_common_args,
@@ -31,7 +32,6 @@ from common import (
     synchronizer,
 )
 from measure import CLOCK_TEXT, interleaved
-from report import header, ratio, run_start, table, verdict
 from tqdm import tqdm
 
 GENERATION_TARGET = 0.95

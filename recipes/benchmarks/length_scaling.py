@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from benchmark_page import header, ratio, run_start, table
 from common import (
     DTYPES,
     add_common_args,
@@ -28,7 +29,6 @@ from common import (
 )
 from flops import training_flops
 from measure import CLOCK_TEXT, interleaved
-from report import header, ratio, run_start, table
 from tqdm import tqdm
 from train_throughput import TrainStep
 

@@ -20,6 +20,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
+from benchmark_page import header, megabytes, ratio, run_start, table, verdict
 from common import (
     DTYPES,
     Variant,
@@ -34,7 +35,6 @@ from common import (
 )
 from generation_throughput import generator
 from measure import CLOCK_TEXT, Timing, interleaved, peak_memory_bytes
-from report import header, megabytes, ratio, run_start, table, verdict
 from tqdm import tqdm
 from train_throughput import TrainStep
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from benchmark_page import header, ratio, run_start, table
 from common import set_threads
-from report import header, ratio, run_start, table
 from tqdm import tqdm
 from transformers import AutoModelForSeq2SeqLM, get_inverse_sqrt_schedule
 

@@ -17,6 +17,7 @@ import argparse
 import sys
 
 import torch
+from benchmark_page import header, megabytes, ratio, run_start, table, verdict
 from common import (
     DTYPES,
     Variant,
@@ -32,7 +33,6 @@ from common import (
 )
 from flops import training_flops
 from measure import CLOCK_TEXT, interleaved, peak_memory_bytes
-from report import header, megabytes, ratio, run_start, table, verdict
 from tqdm import tqdm
 
 AL_SPEED, AL_MEMORY, BOUND_SHARE = 0.97, 1.05, 0.90

@@ -1,4 +1,4 @@
-"""Report header (machine, software, date, load) and Markdown tables.
+"""The header (machine, software, date, load) and the Markdown tables of a benchmark's page.
 
 The header says where the numbers came from, because ratios measured on another machine, with other
 thread counts or under other load are not comparable; the load average is printed at the start and
