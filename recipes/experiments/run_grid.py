@@ -180,9 +180,7 @@ def results_row(
             "size": run.size,
             "seed": run.seed,
             **({"tuning": {"field": grid.tuning.field, "value": run.overrides[grid.tuning.field]}} if run.tag else {}),
-            "recipe": str(run.recipe.relative_to(REPO_ROOT))
-            if run.recipe.is_relative_to(REPO_ROOT)
-            else str(run.recipe),
+            "recipe": relative(run.recipe),
             "overrides": {key: value for key, value in run.overrides.items() if key != "output_dir"},
             "options": results["model"]["options"],
             "device": device_name(processes),
