@@ -48,6 +48,10 @@ from .transformers_seam import cache_kwargs, project_qkv, sdpa_attention_forward
 
 #: attention implementations the link supports; anything else (flash, flex, paged) would drop it
 LINK_IMPLEMENTATIONS = ("eager", "sdpa")
+LINK_KERNELS_MESSAGE = (
+    "attention_link needs attn_implementation 'eager' or 'sdpa': flash and flex kernels cannot add the "
+    "previous layer's scores to the current ones."
+)
 
 
 class CarriedScores(NamedTuple):
@@ -87,10 +91,23 @@ def carry_tensors(carry: LinkCarry) -> tuple[torch.Tensor | None, torch.Tensor |
 def check_link_implementation(attn_implementation: str | None) -> None:
     """Refuse attention kernels that cannot add the carried scores, instead of silently dropping them."""
     if attn_implementation not in (*LINK_IMPLEMENTATIONS, None):
-        raise ValueError(
-            f"attention_link needs attn_implementation 'eager' or 'sdpa'; got {attn_implementation!r}. "
-            "Flash and flex kernels cannot add the previous layer's scores to the current ones."
-        )
+        raise ValueError(f"got attn_implementation {attn_implementation!r}. {LINK_KERNELS_MESSAGE}")
+
+
+def readable_mask(attention_mask: Any) -> torch.Tensor | None:
+    """The mask, if it is a tensor the linked kernels can add to scores (float or bool) or None.
+
+    Mask forms built for other kernels (flex attention's ``BlockMask``) reach a linked layer only when
+    the private ``config._attn_implementation`` was changed on a built model, past the one check
+    Transformers offers (``_check_and_adjust_attn_implementation``); they are refused here with that
+    check's message rather than failing deep inside the score sum.
+    """
+    if attention_mask is None or isinstance(attention_mask, torch.Tensor):
+        return attention_mask
+    raise ValueError(
+        f"attention_link got a {type(attention_mask).__name__} attention mask, which only flash or flex "
+        "kernels read. " + LINK_KERNELS_MESSAGE
+    )
 
 
 def gated(carry: LinkCarry, gate: torch.Tensor | None) -> LinkCarry:
@@ -192,6 +209,7 @@ class LinkedAttentionMixin:
         config = self.config  # the options are read here, where they act, not copied onto the module
         implementation = config._attn_implementation
         dropout = self.dropout if self.training else 0.0
+        attention_mask = readable_mask(attention_mask)
         prev_attn = gated(prev_attn, getattr(self, "link_gate", None))  # attention_link_gate="learned"
         if use_score_path(
             config.attention_link_kernel, implementation, query, prev_attn, attentions_requested(self, kwargs)

@@ -306,6 +306,10 @@ def test_link_refuses_kernel_switched_after_loading(family, monkeypatch):
     assert calls == []  # a forward does not check again
     # the link's options are read from the config where they act, not copied onto the modules
     assert not hasattr(model.model.encoder.layers[0].self_attn, "link_mode")
+    # past that check (the private field set by hand), the flex mask is refused with the same message
+    model.config._attn_implementation = "flex_attention"
+    with pytest.raises(ValueError, match="BlockMask attention mask.*needs attn_implementation 'eager' or 'sdpa'"):
+        _forward(model)
 
 
 @pytest.mark.parametrize("options", [k for k in OPTION_MATRIX if k.startswith("graph")])
