@@ -139,8 +139,9 @@ def test_speed_flags_writes_its_ratios(tmp_path: Path) -> None:
     corpus = write_tiny_corpus(tmp_path / "corpus", {"train": 64, "valid": 8})
     out = tmp_path / "speed_flags.json"
     env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parents[1]), "OMP_NUM_THREADS": "1"}
-    arguments = ["--corpus", str(corpus), "--train-split", "train", "--modes", "fp32,bf16", "--steps", "4"]
+    arguments = ["--corpus", str(corpus), "--train-split", "train", "--modes", "fp32,bf16-eager", "--steps", "4"]
     arguments += ["--eval-every", "4", "--eval-samples", "4", "--vocab", "300", "--max-tokens", "200"]
+    arguments += ["--profile-steps", "2"]
     result = subprocess.run(
         [sys.executable, str(BENCHMARKS / "speed_flags.py"), *arguments, "--no-progress", "--json", str(out)],
         capture_output=True,
@@ -149,9 +150,16 @@ def test_speed_flags_writes_its_ratios(tmp_path: Path) -> None:
         env=env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert [row[0] for row in _table_rows(result.stdout)] == ["fp32", "bf16"]
+    names = [row[0] for row in _table_rows(result.stdout) if not row[0].startswith("-")]
+    assert names == ["fp32", "bf16-eager", "mode", "fp32", "bf16-eager"], names  # the speeds, then the profile
     record = json.loads(out.read_text())
+    # each mode ran the kernel its name says, to the end (not the last-built mode's, through a shared config)
+    implementations = {name: mode["attn_implementation"] for name, mode in record["modes"].items()}
+    assert implementations == {"fp32": "sdpa", "bf16-eager": "eager"}
+    for shares in record["profile"].values():  # the dropout model draws masks; the shares add up to the whole
+        assert shares["dropout mask draw"] > 0 and shares["matrix products"] > 0
+        assert abs(sum(v for k, v in shares.items() if k != "ms_per_step") - 1) < 1e-3
     assert record["modes"]["fp32"]["speed_vs_fp32"] == 1.0
-    assert record["modes"]["bf16"]["speed_vs_fp32"] > 0
-    assert set(record["modes"]["bf16"]["valid_bleu"]) == {"4"}
+    assert record["modes"]["bf16-eager"]["speed_vs_fp32"] > 0
+    assert set(record["modes"]["bf16-eager"]["valid_bleu"]) == {"4"}
     assert record["float_fingerprint"] and "--json" in record["command"]

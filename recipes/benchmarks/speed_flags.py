@@ -4,6 +4,7 @@
     python recipes/benchmarks/speed_flags.py --modes fp32,bf16 --steps 200 --threads 1
     python recipes/benchmarks/speed_flags.py --modes fp32,bf16,bf16-eager --dropout 0.4   # the attention path
     python recipes/benchmarks/speed_flags.py --json recipes/benchmarks/speed_flags.json   # also as JSON
+    python recipes/benchmarks/speed_flags.py --modes fp32,bf16 --profile-steps 20         # where a step goes
 
 One process trains one model per mode from the same initial weights on the same real batches (Bible
 es-en ``train_10k``, token batches of 1,200 as one process of a grid run gets them, the grid's
@@ -17,6 +18,12 @@ compilation: they are reported apart ("compile seconds") and left out of the med
 bf16 is autocast on the CPU (weights and optimizer in fp32): fast only where the CPU has bf16
 instructions (``avx512_bf16``/AMX); the header records whether this one has them.
 
+``--profile-steps N`` then trains N more steps of every mode under ``torch.profiler`` and says which share
+of a step's operator time goes to dropout's mask draw (``aten::bernoulli_``), to the attention kernels'
+backward and to the matrix products: on CPUs that are not Intel's, torch draws dropout masks one element at
+a time (its vectorised MKL draw is taken on Intel CPUs only), which makes the mask draw a visible part of a
+small model's step at the grids' dropout.
+
 ``--json`` also writes the ratios with the host they were measured on: the experiment report reads
 ``recipes/benchmarks/speed_flags.json`` to say what a converged run costs without the speed flags.
 """
@@ -24,6 +31,7 @@ instructions (``avx512_bf16``/AMX); the header records whether this one has them
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import statistics
@@ -79,7 +87,9 @@ def build_modes(names: list[str], config: GraphMarianConfig, seed: int, lr: floa
     for name in names:
         torch.manual_seed(seed)
         attention = "eager" if name.endswith("-eager") else "sdpa"
-        model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation=attention).train()
+        # a copy each: from_config keeps the config it is given, and the kernel is set on it, so one shared
+        # config would run every mode with the last mode's kernel
+        model = AutoModelForSeq2SeqLM.from_config(copy.deepcopy(config), attn_implementation=attention).train()
         step_module = torch.compile(model, dynamic=True) if name.startswith("compile") else model
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
         modes.append(Mode(name, model, step_module, optimizer, get_inverse_sqrt_schedule(optimizer, warmup)))
@@ -104,6 +114,38 @@ def train_step(mode: Mode, batch: dict[str, torch.Tensor], label_smoothing: floa
     mode.optimizer.zero_grad(set_to_none=True)
     mode.losses.append(loss.item())
     return time.perf_counter() - started
+
+
+#: operator name -> what it is part of, for the profile's shares; self time of every other operator is "other"
+PROFILE_GROUPS = {
+    "dropout mask draw": ("aten::bernoulli_",),
+    "attention backward": (
+        "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+        "aten::_flash_attention_backward",
+        "SoftmaxBackward",
+        "aten::_softmax_backward_data",
+    ),
+    "matrix products": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear"),
+}
+
+
+def profile_shares(mode: Mode, batches: list[dict[str, torch.Tensor]], seed: int) -> dict[str, float]:
+    """Milliseconds per step and each ``PROFILE_GROUPS`` share of the operators' self CPU time, over ``batches``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for step, batch in enumerate(batches):
+            torch.manual_seed(seed * 100_003 + 1_000_000 + step)
+            train_step(mode, batch, label_smoothing=0.1)
+    events = profiler.key_averages()
+    total = sum(event.self_cpu_time_total for event in events)
+    shares = {}
+    for group, names in PROFILE_GROUPS.items():
+        own = sum(event.self_cpu_time_total for event in events if event.key.startswith(names))
+        shares[group] = round(own / total, 4) if total else 0.0
+    shares["other"] = round(1 - sum(shares.values()), 4)
+    shares["ms_per_step"] = round(total / 1000 / max(len(batches), 1), 1)
+    return shares
 
 
 def collate(pairs: list[tuple[list[int], list[int]]], pad: int, decoder_start: int) -> dict[str, torch.Tensor]:
@@ -158,6 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a grid run: 1 per process)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dropout", type=float, default=0.1, help="residual dropout (the converged grid's: 0.4)")
+    parser.add_argument("--profile-steps", type=int, default=0, help="then profile this many steps of every mode")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the measurements to this JSON file")
     args = parser.parse_args(argv)
@@ -240,6 +283,7 @@ def main(argv: list[str] | None = None) -> None:
             "valid_bleu": {str(step): mode.bleu[step] for step in eval_steps},
             "train_loss_last_50": round(statistics.mean(mode.losses[-50:]), 4),
             "evaluation_seconds": round(statistics.median(mode.eval_seconds), 2),
+            "attn_implementation": mode.model.config._attn_implementation,  # as the model ran it, at the end
         }
         rows.append(
             [
@@ -269,6 +313,28 @@ def main(argv: list[str] | None = None) -> None:
     columns = ["mode", "target tok/s", "speed vs fp32", "compile s", f"valid BLEU at {'/'.join(map(str, eval_steps))}"]
     columns += ["train loss (last 50)", f"one evaluation (share of {args.eval_every} steps)"]
     print(table(columns, rows))
+    profiles = {}
+    if args.profile_steps:
+        extra = [order[(args.steps + i) % len(order)] for i in range(args.profile_steps)]
+        profile_batches = [
+            collate(
+                [(source_ids[i], target_ids[i]) for i in batches[b]], tokenizer.pad_token_id, tokenizer.pad_token_id
+            )
+            for b in extra
+        ]
+        profiles = {mode.name: profile_shares(mode, profile_batches, args.seed) for mode in modes}
+        groups = [*PROFILE_GROUPS, "other"]
+        print()
+        print(
+            f"Where a step's operator time goes ({args.profile_steps} more steps of each mode, torch.profiler, "
+            "self CPU time):"
+        )
+        print()
+        profile_rows = [
+            [name, f"{shares['ms_per_step']:,.0f}", *(f"{shares[group]:.1%}" for group in groups)]
+            for name, shares in profiles.items()
+        ]
+        print(table(["mode", "operator ms a step", *groups], profile_rows))
     if args.json:
         arguments = argv if argv is not None else sys.argv[1:]
         record = {
@@ -281,6 +347,8 @@ def main(argv: list[str] | None = None) -> None:
             "steps": args.steps,
             "modes": measurements,
         }
+        if profiles:
+            record["profile"] = profiles
         args.json.write_text(json.dumps(record, indent=2) + "\n")
 
 
