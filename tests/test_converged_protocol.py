@@ -257,12 +257,13 @@ def test_auto_precision_takes_bf16_only_on_a_cpu_with_bf16_instructions(tmp_path
 
 
 def test_auto_attention_takes_the_measured_kernel_for_bf16_on_each_cpu_kind(tmp_path):
-    """bf16 on a CPU with AMX trains with eager attention (SDPA's CPU flash backward was the slow part there);
-    on one with avx512_bf16 alone, with what measured fastest there; sdpa for fp32, on a GPU, and where asked."""
+    """bf16 on a CPU with AMX or with avx512_bf16 alone trains with eager attention (SDPA's CPU flash backward
+    was the slow part on both); sdpa for fp32, on a GPU, and where asked."""
     amx = _cpuinfo(tmp_path, "avx512f avx512_bf16 amx_bf16 amx_tile")
     assert resolve_attention("auto", "bf16", on_cpu=True, cpuinfo=amx) == "eager" == BF16_CPU_ATTENTION["amx_bf16"]
     avx512 = _cpuinfo(tmp_path, "avx512f avx512_bf16")
-    assert resolve_attention("auto", "bf16", on_cpu=True, cpuinfo=avx512) == BF16_CPU_ATTENTION["avx512_bf16"]
+    assert resolve_attention("auto", "bf16", on_cpu=True, cpuinfo=avx512) == "eager"
+    assert BF16_CPU_ATTENTION["avx512_bf16"] == "eager"
     assert resolve_attention("auto", "fp32", on_cpu=True, cpuinfo=amx) == "sdpa"
     assert resolve_attention("auto", "bf16", on_cpu=False, cpuinfo=amx) == "sdpa"
     assert resolve_attention("sdpa", "bf16", on_cpu=True, cpuinfo=amx) == "sdpa"  # asked for: kept
@@ -472,6 +473,41 @@ def test_the_glance_table_sets_the_converged_cell_beside_the_early_budgets(tmp_p
     assert header.split(" | ")[1:3] == ["Δ BLEU, full train set, 600 steps", "Δ BLEU, full train set, to a plateau"]
     # Δ +1 and +2: mean 1.5, sd 0.707, t(0.975, 1 df) 12.706: 1.5 -+ 12.706 * 0.707 / sqrt(2) = 6.353
     assert al_both.split(" | ")[1:4] == ["+1.50 (n=2, 95% CI -4.85 to +7.85)", "+3.00 (n=1)", "+10%"]
+
+
+def test_another_language_pair_gets_its_columns_once_its_vanilla_cell_has_finished(tmp_path, experiments):
+    """A grid named in ``other_pairs`` (the same protocol on ny-en) adds its columns after the grid's own
+    pair's, every column then led by its pair; before its vanilla cell finishes it adds nothing, so the
+    table and the README's text read as they did."""
+    comparisons, report = experiments["comparisons"], experiments["report"]
+    early, converged, finish = _early_and_converged(tmp_path, experiments)
+    other_spec = yaml.safe_load(converged.path.read_text(encoding="utf-8"))
+    del other_spec["tuning"], other_spec["earlier_budgets"]
+    other_spec.update(name="other_pair", results=str(tmp_path / "other.jsonl"))
+    other_spec["common"].update(src_lang="ny", tgt_lang="en")
+    other_path = tmp_path / "other.yaml"
+    other_path.write_text(yaml.safe_dump(other_spec), encoding="utf-8")
+    spec = yaml.safe_load(converged.path.read_text(encoding="utf-8"))
+    converged.path.write_text(yaml.safe_dump({**spec, "other_pairs": [str(other_path)]}), encoding="utf-8")
+    grid_class = experiments["grid"].Grid
+    converged, other = grid_class.load(converged.path), grid_class.load(other_path)
+    assert (converged.pair, other.pair, converged.other_pairs) == ("es-en", "ny-en", [str(other_path)])
+    finish(converged, "vanilla", 1, 25.0, tag="dropout0.2", valid=24.0)
+    finish(converged, "vanilla", 1, 20.0, tag="dropout0.1", valid=20.0)
+    finish(converged, "al_both", 1, 26.0)
+    finish(other, "al_both", 1, 12.0)  # no vanilla cell on ny-en yet: no column, no pair in the labels
+    header, _, row = comparisons.budgets_table([converged, other], ("vanilla", "al_both"))
+    assert header.split(" | ")[1] == "Δ BLEU, full train set, to a plateau" and row.split(" | ")[1] == "+1.00 (n=1)"
+    finish(other, "vanilla", 1, 10.0)
+    header, _, row = comparisons.budgets_table([converged, other], ("vanilla", "al_both"))
+    labels = ["Δ BLEU, es-en full train set, to a plateau", "Δ BLEU, ny-en full train set, to a plateau"]
+    assert header.split(" | ")[1:3] == labels and row.split(" | ")[1:3] == ["+1.00 (n=1)", "+2.00 (n=1)"]
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{report.GLANCE_START}\n{report.GLANCE_END}\nrest\n", encoding="utf-8")
+    comparisons._BUDGETS.clear()  # the report's once-per-run cache of the table
+    report.update_readme_glance(readme, converged)
+    text = readme.read_text(encoding="utf-8")
+    assert "Bible es-en and ny-en test splits (the same chapters in each)" in text and labels[1] in text
 
 
 def test_a_one_seed_delta_is_set_beside_the_seed_to_seed_spread_of_the_earlier_budgets(tmp_path, experiments):

@@ -646,16 +646,25 @@ def test_the_committed_pages_are_what_the_report_writes_from_their_rows(experime
     import datetime
     import re
 
-    grid_module, report = experiments["grid"], experiments["report"]
-    corpus = REPO_ROOT / "data" / "bible-es-en"
-    if not (corpus / "test.jsonl").is_file():  # a fresh checkout: the test split's references, built here
-        from hf_graphtf.data.bible import build_bible_corpus
+    from hf_graphtf.data.bible import build_bible_corpus
+    from hf_graphtf.data.bible_ny import build_bible_ny_corpus
 
-        try:
-            build_bible_corpus(tmp_path / "bible-es-en", progress=False)
-        except Exception as error:  # the SWORD modules are not installed
-            pytest.skip(f"no Bible corpus for the references: {error}")
-        monkeypatch.setattr(grid_module, "resolve_corpus", lambda _: str(tmp_path / "bible-es-en"))
+    grid_module, report = experiments["grid"], experiments["report"]
+    builders = {"data/bible-es-en": build_bible_corpus, "data/bible-ny-en": build_bible_ny_corpus}
+
+    def corpus_with_references(corpus: str) -> str:
+        """A fresh checkout has no corpus: the test split's references of each pair that has rows, built here."""
+        if (REPO_ROOT / corpus / "test.jsonl").is_file() or corpus not in builders:
+            return str(REPO_ROOT / corpus)
+        scratch = tmp_path / Path(corpus).name
+        if not (scratch / "test.jsonl").is_file():
+            try:
+                builders[corpus](scratch, progress=False)
+            except Exception as error:  # the SWORD modules or the Chichewa package are not installed
+                pytest.skip(f"no {corpus} for the references: {error}")
+        return str(scratch)
+
+    monkeypatch.setattr(grid_module, "resolve_corpus", corpus_with_references)
 
     def dated(text: str, pattern: str) -> datetime.date:
         return datetime.date.fromisoformat(re.search(pattern + r"(\d{4}-\d\d-\d\d)", text).group(1))

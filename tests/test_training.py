@@ -93,6 +93,37 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path):
     assert results["train"]["global_step"] == 4
 
 
+def test_a_resumed_run_keeps_the_attention_kernel_it_started_with(tmp_path, monkeypatch, caplog):
+    """``auto`` resolves again at every sitting, and what it resolves to is a measured table that can change
+    between sittings: the run records its kernel when it starts and keeps it, so one run trains with one
+    kernel and its results say which. A kernel the recipe sets wins, with a warning."""
+    from hf_graphtf.training import arguments, resume
+
+    common = {"do_eval": False, "do_predict": False, "eval_strategy": "no"}
+    run_translation(*_args(tmp_path, max_steps=2, **common))  # fp32 on CPU: auto is sdpa
+    record = tmp_path / "out" / resume.RUN_ATTENTION_FILE
+    assert json.loads(record.read_text()) == {"attn_implementation": "sdpa"}
+
+    monkeypatch.setattr(arguments, "resolve_attention", lambda requested, *a, **k: "eager")  # the table changed
+    resumed = _args(tmp_path, max_steps=3, **common)
+    assert resumed[0].attn_implementation == "eager" and resumed[0].attn_implementation_from_auto
+    with caplog.at_level("WARNING"):
+        results = run_translation(*resumed)
+    assert results["train"]["attn_implementation"] == "sdpa" and results["train"]["global_step"] == 3
+    assert "the attention kernel this run started with, 'sdpa'" in caplog.text
+
+    explicit = _args(tmp_path, max_steps=4, attn_implementation="eager", **common)
+    assert not explicit[0].attn_implementation_from_auto
+    results = run_translation(*explicit)
+    assert results["train"]["attn_implementation"] == "eager"  # as the recipe sets: the record follows
+    assert json.loads(record.read_text()) == {"attn_implementation": "eager"}
+
+    record.unlink()  # a run started before the kernel was recorded: goes on with what auto resolves, and says so
+    with caplog.at_level("WARNING"):
+        results = run_translation(*_args(tmp_path, max_steps=5, **common))
+    assert results["train"]["attn_implementation"] == "eager" and "does not record the attention kernel" in caplog.text
+
+
 # --------------------------------------------------------------------------- what the Trainer needs from the models
 
 

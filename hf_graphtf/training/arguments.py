@@ -84,6 +84,9 @@ class ModelArguments(GraphOptionArguments):
         },
     )
     license: str = field(default="apache-2.0", metadata={"help": "License written into the model card."})
+    #: whether ``attn_implementation`` was resolved from ``auto`` (by `parse_args`): a resumed run then keeps
+    #: the kernel it started with (`training.resume.keep_attention`), though the table may have changed since
+    attn_implementation_from_auto: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.model_family not in MODEL_FAMILIES:
@@ -432,6 +435,7 @@ def parse_recipe_args(
         _check_recipe_values(recipe_path, recipe, parser)
         parser.set_defaults(**recipe)
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    model_args.attn_implementation_from_auto = model_args.attn_implementation == "auto"
     model_args.attn_implementation = resolve_attention(
         model_args.attn_implementation, training_args.precision, on_cpu=training_args.use_cpu or not _cuda()
     )

@@ -42,6 +42,7 @@ from .resume import (
     find_resume_checkpoint,
     finished_model_dir,
     finished_training,
+    keep_attention,
     stop_reason,
 )
 from .run_lock import hold_output_folder
@@ -93,6 +94,10 @@ def _run_translation(
                 f"Training in {training_args.output_dir} had already finished ({finished}): evaluating its "
                 "model again. To train anew, pass --overwrite_output_dir true or choose another output_dir."
             )
+    if training_args.do_train:  # a resumed run keeps the kernel it started with
+        model_args.attn_implementation = keep_attention(
+            training_args.output_dir, checkpoint, model_args, main_process=training_args.process_index == 0
+        )
     announce(training_args, f"loading the corpus {data_args.corpus}")
     splits = load_splits(data_args, training_args)
     tokenizer = build_tokenizer(model_args, data_args, training_args, splits.get("train"), checkpoint)

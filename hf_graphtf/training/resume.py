@@ -57,6 +57,49 @@ def find_resume_checkpoint(training_args: TranslationTrainingArguments) -> str |
     return checkpoint
 
 
+#: the attention kernel a run trains with, written when it starts, so that its later sittings keep it
+RUN_ATTENTION_FILE = "run_attention.json"
+
+
+def keep_attention(output_dir: str, checkpoint: str | None, model_args: ModelArguments, main_process: bool) -> str:
+    """The attention kernel this sitting trains with, recorded in ``output_dir`` (`RUN_ATTENTION_FILE`).
+
+    A run that starts records the kernel it resolved. A run that resumes keeps the recorded one when
+    the recipe says ``auto``, though ``auto`` may resolve otherwise now (the measured table of
+    `BF16_CPU_ATTENTION` changed between its sittings): one run, one kernel, as its results record. An
+    explicit kernel in the recipe wins, with a warning that the run changes kernel at its checkpoint.
+    """
+    path = os.path.join(output_dir, RUN_ATTENTION_FILE)
+    resolved = model_args.attn_implementation
+    recorded = None
+    if checkpoint is not None and os.path.isfile(path):
+        with open(path, encoding="utf-8") as handle:
+            recorded = json.load(handle).get("attn_implementation")
+    chosen = resolved
+    if checkpoint is not None and recorded is None:
+        logger.warning(
+            f"{output_dir} does not record the attention kernel its run started with (no {RUN_ATTENTION_FILE}: "
+            f"written by a version before it was recorded); going on from {checkpoint} with {resolved!r}."
+        )
+    elif recorded is not None and recorded != resolved:
+        if model_args.attn_implementation_from_auto:
+            chosen = recorded
+            logger.warning(
+                f"Resuming with the attention kernel this run started with, {recorded!r} ({path}); "
+                f"attn_implementation 'auto' would now pick {resolved!r} here."
+            )
+        else:
+            logger.warning(
+                f"This run started with attention kernel {recorded!r} and goes on from {checkpoint} with "
+                f"{resolved!r}, as the recipe sets: results.json records {resolved!r}."
+            )
+    if main_process and chosen != recorded:
+        os.makedirs(output_dir, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump({"attn_implementation": chosen}, handle)
+    return chosen
+
+
 class ResumeOptionsError(UserError, ValueError):
     """The output folder's checkpoints were trained with other model options than the recipe asks for."""
 

@@ -213,32 +213,47 @@ def comparison_table(
     return lines
 
 
-def budget_label(grid: Grid, size: str) -> str:
+def budget_label(grid: Grid, size: str, with_pair: bool = False) -> str:
     """How a size of a grid trains, for the budgets table: ``10K pairs, 600 steps`` or ``10K pairs, to a
-    plateau``."""
+    plateau``; led by the grid's language pair (``ny-en 10K pairs, to a plateau``) in a table that spans
+    more than one."""
     values = {**grid.common, **grid.sizes[size]}
     data = {"train_10k": "10K pairs", "train": "full train set"}.get(values.get("train_split", "train"))
     data = data or values.get("train_split", "train")
+    data = f"{grid.pair} {data}" if with_pair else data
     if values.get("early_stopping_patience", 100) < 50:
         return f"{data}, to a plateau"
     return f"{data}, {int(values['max_steps']):,} steps" if values.get("max_steps") else data
+
+
+def compared_pairs(grids: list[Grid]) -> list[str]:
+    """The language pairs of ``grids`` that have a finished vanilla cell (a column in a budgets table), in
+    the order of the grids; a grid whose runs have not yet finished a cell adds no column and no pair."""
+    pairs = []
+    for grid in grids:
+        rows_by = grid.rows_by_cell()
+        if grid.pair not in pairs and any(("vanilla", size) in rows_by for size in grid.sizes):
+            pairs.append(grid.pair)
+    return pairs
 
 
 def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
     """Each variant's difference from vanilla (test BLEU, mean over seeds) and its paired-bootstrap p at
     every budget of ``grids``, with the number of seeds, its parameters and its training speed: how the
     verdict moves as training goes on. Budgets are ordered as given."""
-    columns: list[tuple[str, str, float]] = []
+    columns: list[tuple[str, int, str, float]] = []
     deltas, params, speeds = defaultdict(dict), {}, defaultdict(list)
+    pairs = compared_pairs(grids)
     for grid in grids:
         rows_by = grid.rows_by_cell()
         sizes = [size for size in grid.sizes if (("vanilla", size) in rows_by)]
         references = test_references(grid, sizes)
         for size in sizes:
-            label = budget_label(grid, size)
+            label = budget_label(grid, size, with_pair=len(pairs) > 1)
             values = {**grid.common, **grid.sizes[size]}
             plateau = values.get("early_stopping_patience", 100) < 50
-            columns.append((label, values.get("train_split", ""), float("inf") if plateau else values["max_steps"]))
+            steps = float("inf") if plateau else values["max_steps"]
+            columns.append((label, pairs.index(grid.pair), values.get("train_split", ""), steps))
             base = rows_by[("vanilla", size)]
             for variant in variants:
                 runs = rows_by.get((variant, size), [])
@@ -251,8 +266,9 @@ def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                 deltas[variant][label] = delta_cell(runs, paired, p_value)
                 params.setdefault(variant, runs[0].parameters / base[0].parameters - 1)
                 speeds[variant] += speed_ratios(rows_by, variant, [size], lambda row, g=grid: training_speed(g, row))
-    # by training split (10K before the full set), then by training length, a plateau last
-    columns.sort(key=lambda column: (column[1] != "train_10k", column[1], column[2]))
+    # by language pair (as the grids come), then by training split (10K before the full set), then by
+    # training length, a plateau last
+    columns.sort(key=lambda column: (column[1], column[2] != "train_10k", column[2], column[3]))
     labels = [column[0] for column in columns]
     header = ["variant", *[f"Δ BLEU, {label}" for label in labels], "extra parameters", "training speed (pairs)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -274,6 +290,7 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
     settled when another seed could halve it or turn it round."""
     compared = [variant for variant in variants if variant != "vanilla"]
     one_seed, spread = False, {}
+    with_pair = len(compared_pairs(grids)) > 1
     for grid in grids:
         rows_by = grid.rows_by_cell()
         for size in grid.sizes:
@@ -283,7 +300,7 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                 deltas = [run.test["bleu"] - base.test["bleu"] for run, base in zip(runs, paired)]
                 one_seed |= len(deltas) == 1
                 if len(deltas) > 1 and statistics.stdev(deltas) > spread.get(variant, (-1.0, ""))[0]:
-                    spread[variant] = (statistics.stdev(deltas), budget_label(grid, size))
+                    spread[variant] = (statistics.stdev(deltas), budget_label(grid, size, with_pair))
     interval_note = (
         "Where two or more seeds ran, the 95% CI is the interval of the mean Δ over seeds from the per-seed "
         "paired differences (t distribution); with three seeds it is wide, and a Δ whose interval spans 0 "
@@ -318,11 +335,12 @@ _BUDGETS: dict[Path, list[str]] = {}
 
 
 def grid_budgets_table(grid: Grid) -> list[str]:
-    """`budgets_table` of the grid's ``earlier_budgets`` and the grid itself, over the grid's own variants,
-    with `seed_spread_note` under it where a cell is over one seed (computed once per run of the report:
-    the bootstrap tests take a while)."""
+    """`budgets_table` of the grid's ``earlier_budgets``, the grid itself and its ``other_pairs``, over the
+    grid's own variants, with `seed_spread_note` under it (computed once per run of the report: the
+    bootstrap tests take a while)."""
     if grid.path not in _BUDGETS:
         grids = [Grid.load(REPO_ROOT / path) for path in grid.earlier_budgets] + [grid]
+        grids += [Grid.load(REPO_ROOT / path) for path in grid.other_pairs]
         note = seed_spread_note(grids, tuple(grid.variants))
         _BUDGETS[grid.path] = budgets_table(grids, tuple(grid.variants)) + (["", *note] if note else [])
     return _BUDGETS[grid.path]

@@ -186,6 +186,13 @@ class Figures:
     entropy: tuple[str, ...] = ()
 
 
+def _pair(common: dict[str, Any], first_recipe: Path) -> str:
+    """``src-tgt`` as `test_pairs` reads the languages: the recipe its first variant names, under the grid's
+    shared values."""
+    recipe = yaml.safe_load(first_recipe.read_text(encoding="utf-8")) or {}
+    return "-".join(languages({**recipe, **common}))
+
+
 @dataclass
 class Grid:
     """A grid file: shared overrides, sizes, variants, seeds, where outputs, results and archive go.
@@ -205,6 +212,11 @@ class Grid:
     tuning: Tuning | None = None
     #: grid files whose budgets the report sets beside this grid's ("how the verdict moves")
     earlier_budgets: list[str] = field(default_factory=list)
+    #: grid files of the same question on other language pairs, whose columns the report sets after this
+    #: pair's (the README's table: a column per pair and budget)
+    other_pairs: list[str] = field(default_factory=list)
+    #: the language pair its runs translate, ``src-tgt`` (the grid's ``common`` or its first recipe)
+    pair: str = ""
     #: the page's comparison tables (by default one of every variant) and analysis figures
     tables: list[Table] = field(default_factory=list)
     figures: Figures = field(default_factory=Figures)
@@ -268,6 +280,8 @@ class Grid:
             core=list(spec.get("core") or variants),
             tuning=tuning,
             earlier_budgets=list(spec.get("earlier_budgets") or []),
+            other_pairs=list(spec.get("other_pairs") or []),
+            pair=_pair(spec.get("common") or {}, root / next(iter(variants.values()))["recipe"]),
             tables=_tables(path, spec.get("tables"), variants),
             figures=_figures(path, spec.get("figures"), variants),
         )

@@ -34,7 +34,7 @@ if not __package__:  # run as a script (`python recipes/experiments/report.py`):
 from hf_graphtf.machine import cpu_record
 
 from . import archive
-from .comparisons import BOOTSTRAP_SAMPLES, comparison_table, grid_budgets_table, test_references
+from .comparisons import BOOTSTRAP_SAMPLES, compared_pairs, comparison_table, grid_budgets_table, test_references
 from .figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
 from .grid import REPO_ROOT, Grid, relative
 from .sections import budgets_section, progress_section, prose, runs_section, stopping_section, tuning_section
@@ -117,10 +117,13 @@ def update_readme_glance(readme: Path, grid: Grid, date: datetime.date | None = 
     text = readme.read_text(encoding="utf-8")
     if GLANCE_START not in text or GLANCE_END not in text:
         raise ValueError(f"{readme}: no {GLANCE_START} ... {GLANCE_END} markers to write the table between")
-    runs = sum(len(Grid.load(REPO_ROOT / path).finished_rows()) for path in grid.earlier_budgets)
-    runs += len(grid.finished_rows())
+    grids = [Grid.load(REPO_ROOT / path) for path in grid.earlier_budgets] + [grid]
+    grids += [Grid.load(REPO_ROOT / path) for path in grid.other_pairs]
+    runs = sum(len(each.finished_rows()) for each in grids)
+    pairs = compared_pairs(grids) or [grid.pair]
+    splits = f"{' and '.join(pairs)} test split" + ("s (the same chapters in each)" if len(pairs) > 1 else "")
     date = (date or datetime.date.today()).isoformat()
-    generated = prose("readme glance", grid_file=relative(grid.path), date=date, runs=runs)
+    generated = prose("readme glance", grid_file=relative(grid.path), date=date, runs=runs, splits=splits)
     body = "\n".join([generated, "", *grid_budgets_table(grid)])
     before, rest = text.split(GLANCE_START, 1)
     after = rest.split(GLANCE_END, 1)[1]

@@ -15,7 +15,15 @@ from typing import Any
 
 from hf_graphtf.machine import cpu_record
 
-from .comparisons import BUDGETS_NOTE, best_by_step, grid_budgets_table, longest_stall, plateau_swing, replayed_stop
+from .comparisons import (
+    BUDGETS_NOTE,
+    best_by_step,
+    compared_pairs,
+    grid_budgets_table,
+    longest_stall,
+    plateau_swing,
+    replayed_stop,
+)
 from .figures import plot_learning_curves
 from .grid import REPO_ROOT, Grid, baseline_row
 from .rows import Row
@@ -236,8 +244,11 @@ def budgets_section(grid: Grid) -> list[str]:
         return []
     earlier = [Grid.load(REPO_ROOT / path) for path in grid.earlier_budgets]
     grids = ", ".join(f"[{g.name}]({g.page.name})" for g in earlier)
-    return ["## How the verdict moves with training", "", prose("budgets", grids=grids, note=BUDGETS_NOTE), "",
-            *grid_budgets_table(grid), ""]  # fmt: skip
+    # another pair's grid is named once it has a column (a finished vanilla cell), not before
+    others = [g for g in map(Grid.load, [REPO_ROOT / path for path in grid.other_pairs]) if compared_pairs([g])]
+    pairs = "".join(f" The same protocol on {g.pair}: [{g.name}]({g.page.name})." for g in others)
+    text = prose("budgets", grids=grids, note=BUDGETS_NOTE, pairs=pairs)
+    return ["## How the verdict moves with training", "", text, "", *grid_budgets_table(grid), ""]
 
 
 def runs_section(grid: Grid, rows: list[Row]) -> list[str]:
