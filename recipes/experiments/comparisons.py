@@ -339,8 +339,7 @@ def grid_budgets_table(grid: Grid) -> list[str]:
     grid's own variants, with `seed_spread_note` under it (computed once per run of the report: the
     bootstrap tests take a while)."""
     if grid.path not in _BUDGETS:
-        grids = [Grid.load(REPO_ROOT / path) for path in grid.earlier_budgets] + [grid]
-        grids += [Grid.load(REPO_ROOT / path) for path in grid.other_pairs]
+        grids = grid.budget_grids()
         note = seed_spread_note(grids, tuple(grid.variants))
         _BUDGETS[grid.path] = budgets_table(grids, tuple(grid.variants)) + (["", *note] if note else [])
     return _BUDGETS[grid.path]

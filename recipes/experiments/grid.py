@@ -286,6 +286,11 @@ class Grid:
             figures=_figures(path, spec.get("figures"), variants),
         )
 
+    def budget_grids(self) -> list[Grid]:
+        """The grids a budgets table spans, in its column order: ``earlier_budgets``, this grid, ``other_pairs``."""
+        earlier = [Grid.load(REPO_ROOT / path) for path in self.earlier_budgets]
+        return [*earlier, self, *(Grid.load(REPO_ROOT / path) for path in self.other_pairs)]
+
     @property
     def page(self) -> Path:
         """The report's page, ``RESULTS_<name>.md`` beside the results file: one page per grid, so that one

@@ -117,8 +117,7 @@ def update_readme_glance(readme: Path, grid: Grid, date: datetime.date | None = 
     text = readme.read_text(encoding="utf-8")
     if GLANCE_START not in text or GLANCE_END not in text:
         raise ValueError(f"{readme}: no {GLANCE_START} ... {GLANCE_END} markers to write the table between")
-    grids = [Grid.load(REPO_ROOT / path) for path in grid.earlier_budgets] + [grid]
-    grids += [Grid.load(REPO_ROOT / path) for path in grid.other_pairs]
+    grids = grid.budget_grids()
     runs = sum(len(each.finished_rows()) for each in grids)
     pairs = compared_pairs(grids) or [grid.pair]
     splits = f"{' and '.join(pairs)} test split" + ("s (the same chapters in each)" if len(pairs) > 1 else "")

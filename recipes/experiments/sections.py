@@ -25,7 +25,7 @@ from .comparisons import (
     replayed_stop,
 )
 from .figures import plot_learning_curves
-from .grid import REPO_ROOT, Grid, baseline_row
+from .grid import Grid, baseline_row
 from .rows import Row
 from .speeds import (
     device_cell,
@@ -242,10 +242,10 @@ def budgets_section(grid: Grid) -> list[str]:
     """The grid's verdict beside the earlier grids' it names (``earlier_budgets``)."""
     if not grid.earlier_budgets:
         return []
-    earlier = [Grid.load(REPO_ROOT / path) for path in grid.earlier_budgets]
+    spanned = grid.budget_grids()
+    earlier, others = spanned[: spanned.index(grid)], spanned[spanned.index(grid) + 1 :]
     grids = ", ".join(f"[{g.name}]({g.page.name})" for g in earlier)
-    # another pair's grid is named once it has a column (a finished vanilla cell), not before
-    others = [g for g in map(Grid.load, [REPO_ROOT / path for path in grid.other_pairs]) if compared_pairs([g])]
+    others = [g for g in others if compared_pairs([g])]  # another pair's grid is named once it has a column
     pairs = "".join(f" The same protocol on {g.pair}: [{g.name}]({g.page.name})." for g in others)
     text = prose("budgets", grids=grids, note=BUDGETS_NOTE, pairs=pairs)
     return ["## How the verdict moves with training", "", text, "", *grid_budgets_table(grid), ""]
