@@ -273,8 +273,9 @@ def test_the_speed_ratio_pairs_runs_by_seed_and_takes_the_median(experiments):
 
 
 def test_the_speed_ratio_pairs_only_runs_made_on_the_same_machine(experiments):
-    """A grid can span hosts: a pair whose CPU records disagree, or whose device or --jobs setting
-    differ, is left out, while rows without a CPU record (older rows) still pair."""
+    """A grid can span hosts and settings: a pair whose CPU records disagree, or whose device, --jobs setting,
+    precision or attention kernel differ, is left out, while rows without a CPU record (older rows) still
+    pair; the learning curves' minutes panel says which runs such a pair leaves out."""
     avx2 = {"cpu": {"model": "AMD EPYC", "kernels": "AVX2", "float_fingerprint": "a"}}
     avx512 = {"cpu": {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "b"}}
     old_row = {"cpu": {"model": "AMD EPYC", "kernels": "AVX2"}}  # before the fingerprint was recorded
@@ -288,6 +289,7 @@ def test_the_speed_ratio_pairs_only_runs_made_on_the_same_machine(experiments):
                 {"seed": 3, "device": cpu, "provenance": old_row, "target_tokens_per_second": 2000.0},
                 {"seed": 4, "device": cpu, "target_tokens_per_second": 2000.0},
                 {"seed": 5, "device": cpu, "concurrent_runs": 1, "target_tokens_per_second": 2000.0},
+                {"seed": 6, "device": cpu, "precision": "bf16", "target_tokens_per_second": 2000.0},
             ],
             ("graph_gate", "full"): [
                 {"seed": 1, "device": cpu, "provenance": avx2, "target_tokens_per_second": 1800.0},
@@ -295,10 +297,23 @@ def test_the_speed_ratio_pairs_only_runs_made_on_the_same_machine(experiments):
                 {"seed": 3, "device": cpu, "provenance": avx2, "target_tokens_per_second": 1700.0},
                 {"seed": 4, "device": "cuda (NVIDIA H200)", "target_tokens_per_second": 90000.0},
                 {"seed": 5, "device": cpu, "concurrent_runs": 2, "target_tokens_per_second": 1000.0},
+                # the same host and precision, another attention kernel (eager: faster under bf16)
+                {
+                    "seed": 6,
+                    "device": cpu,
+                    "precision": "bf16",
+                    "attn_implementation": "eager",
+                    "target_tokens_per_second": 2600.0,
+                },
             ],
         },
     )
     assert experiments["speeds"].speed_ratio(rows_by, "graph_gate", ["full"]) == "0.88 (0.85-0.90)"
+    (label,) = experiments["figures"].minutes_elsewhere(rows_by, "full").values()
+    assert label == (
+        "graph_gate: another host than vanilla's (3 of 6 runs); another precision or attention kernel (1 of 6 "
+        "runs), minutes not comparable"
+    )
     cells = [experiments["speeds"].device_cell(row) for row in rows_by[("graph_gate", "full")][1:3]]
     assert cells == [f"{cpu}, AMD EPYC AVX512", f"{cpu}, AMD EPYC AVX2"]
     assert experiments["speeds"].device_cell(rows_by[("vanilla", "full")][3]) == cpu

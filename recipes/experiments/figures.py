@@ -10,7 +10,7 @@ from typing import Any
 
 from .grid import REPO_ROOT, Grid, baseline_row
 from .rows import Row, RowsByCell
-from .speeds import runtime_and_training_seconds, same_machine
+from .speeds import runtime_and_training_seconds, same_machine, same_settings
 
 ANALYSIS_SENTENCES = 300  # test sentences, spread over the split, for the gate and entropy figures
 
@@ -102,19 +102,26 @@ def mean_learning_curve(curves: list[list[tuple[int, float, float]]]) -> list[tu
     ]
 
 
+def _share(count: int, total: int) -> str:
+    return "" if count == total else f" ({count} of {total} runs)"
+
+
 def minutes_elsewhere(rows_by: RowsByCell, size: str) -> dict[str, str]:
     """For the minutes panel of the learning curves: each variant with runs that trained on another
-    machine than vanilla's run of the same seed, and a legend label saying how many (a grid can move
-    between hosts part-way, and another host's minutes do not compare with vanilla's)."""
+    machine than vanilla's run of the same seed, or in another precision or attention kernel, and a
+    legend label saying how many (a grid can move between hosts and settings part-way, and such minutes
+    do not compare with vanilla's)."""
     labels = {}
     for (variant, row_size), runs in sorted(rows_by.items()):
         if row_size != size:
             continue
-        bases = [(run, baseline_row(rows_by, variant, size, run.seed)) for run in runs]
-        elsewhere = sum(base is not None and not same_machine(run, base) for run, base in bases)
-        if elsewhere:
-            count = "" if elsewhere == len(runs) else f" ({elsewhere} of {len(runs)} runs)"
-            labels[variant] = f"{variant}: another host than vanilla's{count}, minutes not comparable"
+        bases = [(run, base) for run in runs if (base := baseline_row(rows_by, variant, size, run.seed)) is not None]
+        elsewhere = sum(not same_machine(run, base) for run, base in bases)
+        otherwise = sum(same_machine(run, base) and not same_settings(run, base) for run, base in bases)
+        what = [f"another host than vanilla's{_share(elsewhere, len(runs))}"] if elsewhere else []
+        what += [f"another precision or attention kernel{_share(otherwise, len(runs))}"] if otherwise else []
+        if what:
+            labels[variant] = f"{variant}: {'; '.join(what)}, minutes not comparable"
     return labels
 
 

@@ -71,8 +71,8 @@ def speed_ratio(
     about 20% faster, CPU seconds included, from one morning on). Comparing fastest with fastest mixed
     stretches; pairing by seed does not, and the median over pairs discards one pair that straddled
     such a change or shared the cores with other work. The range shows how far the pairs disagree. A
-    pair whose runs ran on different machines (``same_machine``) is left out: a grid can span hosts,
-    and another host's kernels run at another speed.
+    pair whose runs ran on different machines, or in another precision or attention kernel
+    (``same_settings``), is left out: a grid can span hosts and settings, and each runs at its own speed.
 
     ``speed_of`` gives a run's speed without its validation passes (``training_speed``); at a size
     where some run on either side lacks it, both sides fall back to the recorded figure, which
@@ -105,18 +105,27 @@ def speed_ratios(
         ratios += [
             speeds[id(row)] / speeds[id(vanilla)]
             for row, vanilla in pairs
-            if vanilla is not None and speeds[id(row)] and speeds[id(vanilla)] and same_machine(row, vanilla)
+            if vanilla is not None and speeds[id(row)] and speeds[id(vanilla)] and same_settings(row, vanilla)
         ]
     return ratios
 
 
 def same_machine(row: Row, other: Row) -> bool:
-    """Whether two runs' speeds compare like with like: the same device and ``--jobs`` setting, and CPU
+    """Whether two runs ran on the same kind of machine: the same device and ``--jobs`` setting, and CPU
     records (model, vector kernels, float fingerprint) that do not disagree."""
-    return (row.device, row.concurrent_runs) == (
-        other.device,
-        other.concurrent_runs,
-    ) and not cpus_differ(row_cpu(row), row_cpu(other))
+    return (row.device, row.concurrent_runs) == (other.device, other.concurrent_runs) and not cpus_differ(
+        row_cpu(row), row_cpu(other)
+    )
+
+
+def same_settings(row: Row, other: Row) -> bool:
+    """Whether two runs' speeds compare like with like: the same machine (`same_machine`), precision and
+    attention kernel. bf16 with eager attention trained about 1.3x faster than with sdpa on this project's
+    CPUs (recipes/benchmarks/RESULTS.md), a difference a variant's speed would otherwise be credited with."""
+    return same_machine(row, other) and (row.precision, row.attn_implementation) == (
+        other.precision,
+        other.attn_implementation,
+    )
 
 
 def row_cpu(row: Row) -> dict[str, Any] | None:
