@@ -372,8 +372,8 @@ def test_the_converged_grid_keeps_the_early_budget_grids_training_and_its_protoc
 
 def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, experiments):
     """The stopping section turns the bf16 runs' training and validation minutes into fp32 minutes with
-    the speed_flags ratios, says which host measured them, and says nothing when no run used bf16 or
-    nothing was measured."""
+    the speed_flags ratios of the attention kernel each ran with, says which host measured them, and says
+    nothing when no run used bf16 or nothing was measured."""
     import json
 
     speeds = experiments["speeds"]
@@ -381,25 +381,38 @@ def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, e
     modes = {
         "fp32": {"speed_vs_fp32": 1.0, "speed_vs_fp32_half_iqr": 0.0, "evaluation_seconds": 30.0},
         "bf16": {"speed_vs_fp32": 1.25, "speed_vs_fp32_half_iqr": 0.1, "evaluation_seconds": 40.0},
+        "bf16-eager": {"speed_vs_fp32": 1.6, "speed_vs_fp32_half_iqr": 0.1, "evaluation_seconds": 30.0},
     }
     record = {"command": "python recipes/benchmarks/speed_flags.py --json x", "date": "2026-11-24 08:14 UTC"}
     measured.write_text(json.dumps({**record, "float_fingerprint": "abc", "modes": modes}))
+    kernels = {"sdpa": (measured, "bf16"), "eager": (measured, "bf16-eager")}
     host = {"provenance": {"cpu": {"float_fingerprint": "abc"}}}
     rows = [
         _typed(experiments, {"seed": seed, "precision": "bf16", "train_minutes": minutes, **host})
         for seed, minutes in ((1, 80.0), (2, 100.0))
     ]
-    validating = {80.0: 8.0, 100.0: None}  # the second run has no log: all its minutes count as training
-    lines = speeds.without_speed_flags(rows, lambda row: validating[row.train_minutes], measured)
+    validating = {80.0: 8.0, 100.0: None, 50.0: None}  # the second run has no log: all its minutes train
+    lines = speeds.without_speed_flags(rows, lambda row: validating[row.train_minutes], kernels)
     (line,) = [line for line in lines if line]
     # (72 x 1.25 + 8 x 0.75 + 100 x 1.25) / 2 = 110.5
     assert "2 bf16 runs took 90 minutes" in line and "would take about 110." in line
     assert "the runs' host" in line and "1.25x ±0.10" in line and "1.33x the time" in line
+    # a run with eager attention is priced with eager's ratio, and each kernel's runs are named
+    eager = _typed(experiments, {"seed": 3, "precision": "bf16", "train_minutes": 50.0, **host})
+    eager = dataclasses.replace(eager, attn_implementation="eager")
+    sdpa_line, eager_line = [
+        line
+        for line in speeds.without_speed_flags([*rows, eager], lambda row: validating[row.train_minutes], kernels)
+        if line
+    ]
+    assert "2 bf16 runs with sdpa attention took 90 minutes" in sdpa_line and "about 110." in sdpa_line
+    assert "1 bf16 run with eager attention took 50 minutes" in eager_line and "it would take about 80." in eager_line
     other = [dataclasses.replace(row, provenance={"cpu": {"float_fingerprint": "def"}}) for row in rows]
-    assert "host abc" in speeds.without_speed_flags(other, lambda row: None, measured)[1]
+    assert "host abc" in speeds.without_speed_flags(other, lambda row: None, kernels)[1]
     fp32 = [dataclasses.replace(row, precision="fp32") for row in rows]
-    assert speeds.without_speed_flags(fp32, lambda row: None, measured) == []
-    assert speeds.without_speed_flags(rows, lambda row: None, tmp_path / "absent.json") == []
+    assert speeds.without_speed_flags(fp32, lambda row: None, kernels) == []
+    absent = {"sdpa": (tmp_path / "absent.json", "bf16")}
+    assert speeds.without_speed_flags(rows, lambda row: None, absent) == []
 
 
 def _finish(grid, run: str, bleu: float = 0.0, minutes: float = 1.0) -> list[dict]:

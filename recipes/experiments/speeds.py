@@ -164,42 +164,61 @@ def rows_elsewhere(rows: list[Row], here: dict[str, Any]) -> list[Row]:
 
 
 SPEED_FLAGS = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags.json"
+SPEED_FLAGS_ATTENTION = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags_attention.json"
+#: for each attention kernel a bf16 run trains with: the ``speed_flags.py --json`` record that measured it
+#: against fp32 (with sdpa), and its mode's name there
+MEASURED_KERNELS: dict[str, tuple[Path, str]] = {
+    "sdpa": (SPEED_FLAGS, "bf16"),
+    "eager": (SPEED_FLAGS_ATTENTION, "bf16-eager"),
+}
 
 
 def without_speed_flags(
     stopped: list[Row],
     validation_minutes: Callable[[Row], float | None],
-    measured: Path = SPEED_FLAGS,
+    measured: dict[str, tuple[Path, str]] | None = None,
 ) -> list[str]:
     """What the bf16 runs would have cost in fp32, from ``recipes/benchmarks/speed_flags.py --json``,
     which trains both side by side: each run's training minutes times bf16's training speed-up, and its
     validation minutes (from its log) times the measured fp32/bf16 ratio of one validation pass (bf16
-    generation is not faster on a CPU). No grid trains a run twice to measure this, so it is an
-    estimate, and the page says so and on which host the ratios were measured."""
+    generation is not faster on a CPU). The runs of each attention kernel are priced with that kernel's
+    measurement (`MEASURED_KERNELS`): under bf16, eager and sdpa train at different speeds. No grid
+    trains a run twice to measure this, so it is an estimate, and the page says so and on which host
+    the ratios were measured."""
+    measured = MEASURED_KERNELS if measured is None else measured
     bf16_rows = [row for row in stopped if row.precision == "bf16" and row.train_minutes]
-    if not bf16_rows or not measured.is_file():
-        return []
-    record = json.loads(measured.read_text(encoding="utf-8"))
-    fp32, bf16 = record["modes"].get("fp32"), record["modes"].get("bf16")
-    if not fp32 or not bf16:
-        return []
-    validation_ratio = fp32["evaluation_seconds"] / bf16["evaluation_seconds"]
-    minutes, estimates = [], []
-    for row in bf16_rows:
-        validating = min(validation_minutes(row) or 0.0, row.train_minutes)
-        minutes.append(row.train_minutes)
-        estimates.append((row.train_minutes - validating) * bf16["speed_vs_fp32"] + validating * validation_ratio)
-    hosts = {(row_cpu(row) or {}).get("float_fingerprint") for row in bf16_rows}
-    host = "the runs' host" if hosts == {record["float_fingerprint"]} else f"host {record['float_fingerprint']}"
-    return [
-        "",
-        f"Speed flags: the {len(minutes)} bf16 runs took {statistics.mean(minutes):.0f} minutes on average "
-        f"({min(minutes):.0f}-{max(minutes):.0f}); in fp32 they would take about {statistics.mean(estimates):.0f}. "
-        f"That is an estimate, not a run: bf16 autocast trained {bf16['speed_vs_fp32']:.2f}x "
-        f"±{bf16['speed_vs_fp32_half_iqr']:.2f} as fast as fp32 at the same loss and validated at "
-        f"{1 / validation_ratio:.2f}x the time (`{record['command']}`, {record['date']}, {host}; "
-        "[table](../benchmarks/RESULTS.md)), applied to each run's training and validation minutes.",
-    ]
+    by_kernel = {kernel: [row for row in bf16_rows if row.attn_implementation == kernel] for kernel in measured}
+    by_kernel = {kernel: rows for kernel, rows in by_kernel.items() if rows}
+    lines = []
+    for kernel, rows in by_kernel.items():
+        path, mode = measured[kernel]
+        if not path.is_file():
+            continue
+        record = json.loads(path.read_text(encoding="utf-8"))
+        fp32, bf16 = record["modes"].get("fp32"), record["modes"].get(mode)
+        if not fp32 or not bf16:
+            continue
+        validation_ratio = fp32["evaluation_seconds"] / bf16["evaluation_seconds"]
+        minutes, estimates = [], []
+        for row in rows:
+            validating = min(validation_minutes(row) or 0.0, row.train_minutes)
+            minutes.append(row.train_minutes)
+            estimates.append((row.train_minutes - validating) * bf16["speed_vs_fp32"] + validating * validation_ratio)
+        hosts = {(row_cpu(row) or {}).get("float_fingerprint") for row in rows}
+        host = "the runs' host" if hosts == {record["float_fingerprint"]} else f"host {record['float_fingerprint']}"
+        with_kernel = "" if list(by_kernel) == ["sdpa"] else f" with {kernel} attention"
+        runs, they = ("runs", "they") if len(rows) > 1 else ("run", "it")
+        spread = f" on average ({min(minutes):.0f}-{max(minutes):.0f})" if len(rows) > 1 else ""
+        lines += [
+            "",
+            f"Speed flags: the {len(minutes)} bf16 {runs}{with_kernel} took {statistics.mean(minutes):.0f} minutes"
+            f"{spread}; in fp32 {they} would take about "
+            f"{statistics.mean(estimates):.0f}. That is an estimate, not a run: bf16 autocast{with_kernel} trained "
+            f"{bf16['speed_vs_fp32']:.2f}x ±{bf16['speed_vs_fp32_half_iqr']:.2f} as fast as fp32 at the same loss "
+            f"and validated at {1 / validation_ratio:.2f}x the time (`{record['command']}`, {record['date']}, "
+            f"{host}; [table](../benchmarks/RESULTS.md)), applied to each run's training and validation minutes.",
+        ]
+    return lines
 
 
 def validation_minutes(grid: Grid, row: Row) -> float | None:
