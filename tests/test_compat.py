@@ -127,6 +127,82 @@ def test_check_fails_when_the_decoder_loses_its_cache(monkeypatch, capsys):
     assert "SPEC re-computation" in out and "PASS  bart    al-dec                       SPEC" in out
 
 
+def _case_whose_uncached_decode_swaps_a_tied_token(monkeypatch, dtype, num_beams, tie: bool):
+    """A bf16 "rounding" stand-in: two tokens get identical embedding and output rows (an exact tie wherever
+    one of them is chosen), and the uncached decode returns the generated sequence with the first of them
+    swapped for the other. With ``tie`` False the second token's rows stay its own, so the swap is not a tie."""
+    from hf_graphtf import self_check
+    from hf_graphtf.self_check.matrix import source_batch as check_source_batch
+
+    monkeypatch.undo()  # the real Case.model, not a stand-in an earlier call left
+    case = self_check.Case("bart", "al-dec", "cpu", dtype)
+    model = case.model()
+    input_ids, attention_mask = check_source_batch("cpu")
+    first = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, num_beams=num_beams)
+    chosen = int(first[0, 2])
+    twin = next(token for token in range(4, model.config.vocab_size) if token != chosen and token not in first)
+    if tie:
+        with torch.no_grad():  # lm_head is tied to the embeddings: the twin is the same token under a new id
+            model.model.shared.weight[twin] = model.model.shared.weight[chosen]
+            model.final_logits_bias[0, twin] = model.final_logits_bias[0, chosen]
+    real_generate = model.generate
+
+    def generate(*args, use_cache=True, **kwargs):
+        out = real_generate(*args, use_cache=use_cache, **kwargs)
+        if use_cache:
+            return out
+        swapped = out.clone()
+        row, position = ((out == chosen) | (out == twin)).nonzero()[0].tolist()
+        swapped[row, position] = twin if out[row, position] == chosen else chosen
+        return swapped
+
+    model.generate = generate
+    monkeypatch.setattr(self_check.Case, "model", lambda self, **overrides: model)
+    return case
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_check_takes_a_bfloat16_near_tie_for_rounding_and_nothing_else(monkeypatch, num_beams):
+    """On an H200 bf16 decodes with and without the cache parted at near-ties and then went on as different
+    sentences: the check must pass them on the cache's logits, fail the same parting in float32, and fail a
+    greedy parting at tokens that are not a tie."""
+    from hf_graphtf import self_check
+
+    case = _case_whose_uncached_decode_swaps_a_tied_token(monkeypatch, torch.bfloat16, num_beams, tie=True)
+    detail = self_check.check_cached(case, num_beams)
+    assert "sequences part" in detail and "logits through the cache" in detail
+    if num_beams == 1:
+        assert "near-tie (gap 0.00)" in detail
+    case = _case_whose_uncached_decode_swaps_a_tied_token(monkeypatch, torch.float32, num_beams, tie=True)
+    with pytest.raises(self_check.CheckFailed, match="!= uncached"):
+        self_check.check_cached(case, num_beams)
+    if num_beams == 1:
+        case = _case_whose_uncached_decode_swaps_a_tied_token(monkeypatch, torch.bfloat16, num_beams, tie=False)
+        with pytest.raises(self_check.CheckFailed, match="not a near-tie"):
+            self_check.check_cached(case, num_beams)
+
+
+def test_check_fails_a_bfloat16_cache_whose_logits_drift(monkeypatch):
+    """A cache fault that leaves the decodes equal (every cached step's logits shifted by a constant, which no
+    argmax sees) fails on the logits fed through the cache, in bfloat16 too."""
+    from hf_graphtf import self_check
+
+    case = self_check.Case("bart", "al-dec", "cpu", torch.bfloat16)
+    model = case.model()
+    real_forward = model.forward
+
+    def forward(*args, **kwargs):
+        out = real_forward(*args, **kwargs)
+        if kwargs.get("past_key_values") is not None:
+            out.logits = out.logits + 1.0
+        return out
+
+    model.forward = forward
+    monkeypatch.setattr(self_check.Case, "model", lambda self, **overrides: model)
+    with pytest.raises(self_check.CheckFailed, match="logits"):
+        self_check.check_cached(case, num_beams=3)
+
+
 def test_check_refuses_an_unknown_option_set(capsys):
     assert cli.main(["check", "--options", "no-such-option"]) != 0
     assert "unknown option set no-such-option" in capsys.readouterr().err

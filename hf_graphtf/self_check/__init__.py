@@ -118,23 +118,59 @@ def check_spec(case: Case) -> str:
     return [_close(got, want, case.dtype, what) for what, got, want in pairs][-1]
 
 
-def _sequence_log_likelihood(model, input_ids, attention_mask, sequences) -> torch.Tensor:
-    """Sum of the log-probabilities of ``sequences`` (after the start token), from one uncached forward."""
+def _uncached_logits(model, input_ids, attention_mask, sequences) -> torch.Tensor:
+    """The logits of one uncached forward over ``sequences`` (all but the last token fed)."""
     with torch.no_grad():
-        logits = model(
+        return model(
             input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=sequences[:, :-1], use_cache=False
         ).logits
-    log_probs = torch.log_softmax(logits.to(torch.float64), dim=-1)
-    return log_probs.gather(-1, sequences[:, 1:, None]).squeeze(-1).sum(-1)
+
+
+def _stepwise_logits(model, input_ids, attention_mask, sequences) -> torch.Tensor:
+    """The logits of feeding ``sequences`` one token at a time through the KV cache, as generation does."""
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+        past, steps = None, []
+        for position in range(sequences.shape[1] - 1):
+            out = model(
+                encoder_outputs=encoder_outputs,
+                attention_mask=attention_mask,
+                decoder_input_ids=sequences[:, position : position + 1],
+                past_key_values=past,
+                use_cache=True,
+            )
+            past = out.past_key_values
+            steps.append(out.logits[:, -1])
+    return torch.stack(steps, dim=1)
+
+
+def _first_divergence_gap(model, input_ids, attention_mask, cached, uncached) -> float:
+    """Greedy decodes that part: the largest gap, over the rows that part, between the log-probabilities of the
+    two tokens chosen at the first position where they differ, under one uncached forward of the common
+    prefix. Rounding can only decide a near-tie, so a gap beyond the dtype's tolerance is a real difference."""
+    gap = 0.0
+    for row in range(cached.shape[0]):
+        differs = (cached[row] != uncached[row]).nonzero()
+        if len(differs) == 0:
+            continue
+        position = int(differs[0])
+        prefix = cached[row : row + 1, : position + 1]
+        logits = _uncached_logits(model, input_ids[row : row + 1], attention_mask[row : row + 1], prefix)
+        log_probs = torch.log_softmax(logits[0, -1].to(torch.float64), dim=-1)
+        gap = max(gap, (log_probs[cached[row, position]] - log_probs[uncached[row, position]]).abs().item())
+    return gap
 
 
 def check_cached(case: Case, num_beams: int) -> str:
     """Generation with the KV cache against generation without it.
 
-    In float32/float64 the sequences must be equal. In bfloat16 two decodes may part at a near-tie that
-    rounding decides; they agree there when the sequences are equal or score the same under one uncached
-    forward, to bfloat16's tolerance. With greedy search the cached step scores must also equal the
-    logits of one uncached forward over the generated sequence, in every dtype."""
+    In every dtype, the cache must compute what an uncached forward computes: fed one token at a time through
+    the cache, each generated sequence gets the logits of one uncached forward over it, to the dtype's
+    tolerance (with greedy search, also the step logits `generate` reports). In float32/float64 the sequences
+    must then be equal. In bfloat16 two decodes may part where rounding decides a near-tie, after which their
+    continuations are different sentences that score differently; there the logits check above is what tells
+    a cache fault from rounding, and with greedy search the two tokens where the decodes first part must be
+    a near-tie (their log-probabilities within the tolerance under one uncached forward)."""
     model = case.model()
     input_ids, attention_mask = source_batch(case.device)
     gen = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=_MAX_NEW_TOKENS, num_beams=num_beams)
@@ -142,26 +178,33 @@ def check_cached(case: Case, num_beams: int) -> str:
     uncached = model.generate(**gen, use_cache=False)
     if cached.sequences.shape[1] <= 3:
         raise CheckFailed("generation stopped too early to compare")
-    detail = "same sequences"
+    sequences = [cached.sequences]
     if not torch.equal(cached.sequences, uncached):
-        if case.dtype != torch.bfloat16 or cached.sequences.shape != uncached.shape:
+        if case.dtype != torch.bfloat16:
             raise CheckFailed(f"cached {cached.sequences.tolist()} != uncached {uncached.tolist()}")
-        scores = [_sequence_log_likelihood(model, input_ids, attention_mask, s) for s in (cached.sequences, uncached)]
-        _close(scores[0], scores[1], case.dtype, "cached and uncached sequences differ and score differently")
-        detail = "sequences part at a bfloat16 near-tie of equal score"
+        sequences.append(uncached)
+    # generate() hands its step logits on in float32 whatever the model's dtype
+    precision = torch.float32 if case.dtype == torch.float64 else case.dtype
+    detail = ""
+    for sequence in sequences:
+        full = _uncached_logits(model, input_ids, attention_mask, sequence)
+        detail = _close(
+            _stepwise_logits(model, input_ids, attention_mask, sequence), full, case.dtype,
+            "logits fed through the cache vs one uncached forward",
+        )  # fmt: skip
+        if num_beams == 1 and sequence is cached.sequences:
+            detail = _close(torch.stack(cached.logits, dim=1), full, precision, "cached step logits vs uncached logits")
+    if len(sequences) == 1:
+        return f"same sequences, step logits {detail}"
     if num_beams == 1:
-        step_logits = torch.stack(cached.logits, dim=1)
-        with torch.no_grad():
-            full = model(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                decoder_input_ids=cached.sequences[:, :-1],
-                use_cache=False,
-            ).logits
-        # generate() hands its step logits on in float32 whatever the model's dtype
-        precision = torch.float32 if case.dtype == torch.float64 else case.dtype
-        detail += ", step logits " + _close(step_logits, full, precision, "cached step logits vs uncached logits")
-    return detail
+        gap = _first_divergence_gap(model, input_ids, attention_mask, cached.sequences, uncached)
+        if gap > tolerance(case.dtype)["atol"]:
+            raise CheckFailed(
+                f"greedy decodes part where the chosen tokens' log-probabilities differ by {gap:.2f}, beyond "
+                f"{case.dtype}'s {tolerance(case.dtype)['atol']}: not a near-tie"
+            )
+        return f"sequences part at a bfloat16 near-tie (gap {gap:.2f}); logits through the cache {detail}"
+    return f"sequences part (bfloat16 rounding); logits through the cache equal uncached ones, {detail}"
 
 
 def check_save_load(case: Case) -> str:
