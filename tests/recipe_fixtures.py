@@ -283,7 +283,10 @@ def write_opus_mt_stand_in(directory: Path, corpus: Path, family: str = "marian"
         setattr(config, f"{name}_ffn_dim", 64)
     config.d_model, config.max_position_embeddings = 32, 64
     torch.manual_seed(0)
-    model_class(config).save_pretrained(directory)
+    model = model_class(config)
+    if family == "m2m_100":
+        model.generation_config.max_length = 200  # as NLLB-200's generation_config.json sets it
+    model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
 
