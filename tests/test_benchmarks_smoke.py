@@ -141,7 +141,7 @@ def test_speed_flags_writes_its_ratios(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parents[1]), "OMP_NUM_THREADS": "1"}
     arguments = ["--corpus", str(corpus), "--train-split", "train", "--modes", "fp32,bf16-eager", "--steps", "4"]
     arguments += ["--eval-every", "4", "--eval-samples", "4", "--vocab", "300", "--max-tokens", "200"]
-    arguments += ["--profile-steps", "2"]
+    arguments += ["--profile-steps", "2", "--attention-link", "both"]
     result = subprocess.run(
         [sys.executable, str(BENCHMARKS / "speed_flags.py"), *arguments, "--no-progress", "--json", str(out)],
         capture_output=True,
@@ -163,3 +163,4 @@ def test_speed_flags_writes_its_ratios(tmp_path: Path) -> None:
     assert record["modes"]["bf16-eager"]["speed_vs_fp32"] > 0
     assert set(record["modes"]["bf16-eager"]["valid_bleu"]) == {"4"}
     assert record["float_fingerprint"] and "--json" in record["command"]
+    assert record["attention_link"] == "both" and "attention_link both" in result.stdout

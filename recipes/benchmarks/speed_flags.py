@@ -5,6 +5,7 @@
     python recipes/benchmarks/speed_flags.py --modes fp32,bf16,bf16-eager --dropout 0.4   # the attention path
     python recipes/benchmarks/speed_flags.py --json recipes/benchmarks/speed_flags.json   # also as JSON
     python recipes/benchmarks/speed_flags.py --modes fp32,bf16 --profile-steps 20         # where a step goes
+    python recipes/benchmarks/speed_flags.py --modes fp32,bf16,bf16-eager --attention-link both  # the link
 
 One process trains one model per mode from the same initial weights on the same real batches (Bible
 es-en ``train_10k``, token batches of 1,200 as one process of a grid run gets them, the grid's
@@ -48,6 +49,7 @@ from tqdm import tqdm
 from transformers import AutoModelForSeq2SeqLM, get_inverse_sqrt_schedule
 
 from hf_graphtf import GraphMarianConfig
+from hf_graphtf.configuration import GRAPH_OPTIONS
 from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.machine import float_fingerprint
 from hf_graphtf.scoring import corpus_scores
@@ -58,6 +60,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 #: "-eager" runs the model with eager attention instead of SDPA (CPU flash attention's bf16 backward is slow
 #: on some hosts)
 MODES = ("fp32", "bf16", "bf16-eager", "fp32-eager", "compile", "compile+bf16")
+LINK_CHOICES = tuple(next(option.choices for option in GRAPH_OPTIONS if option.name == "attention_link"))
 
 
 @dataclass
@@ -200,6 +203,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a grid run: 1 per process)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dropout", type=float, default=0.1, help="residual dropout (the converged grid's: 0.4)")
+    parser.add_argument(
+        "--attention-link",
+        default="none",
+        choices=LINK_CHOICES,
+        help="the model's attention_link (the converged grid's al_both: both); vanilla by default",
+    )
     parser.add_argument("--profile-steps", type=int, default=0, help="then profile this many steps of every mode")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the measurements to this JSON file")
@@ -240,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
         decoder_start_token_id=tokenizer.pad_token_id,
         forced_eos_token_id=tokenizer.eos_token_id,
         scale_embedding=True,
+        attention_link=args.attention_link,
     )
     modes = build_modes(names, config, args.seed, lr=1e-3, warmup=200)
     compile_seconds: dict[str, float] = {}
@@ -298,7 +308,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     settings = {
         "model": "Marian, d 256, FFN 1024, 4 heads, 3+3 layers, vocab "
-        f"{len(tokenizer)}, dropout {args.dropout}, sdpa unless the mode says eager (the CPU grids' shape)",
+        f"{len(tokenizer)}, dropout {args.dropout}, attention_link {args.attention_link}, sdpa unless the mode says "
+        "eager (the CPU grids' shape)",
         "CPU bf16 instructions": "yes (avx512_bf16/amx)" if cpu_has_bf16() else "no (AVX2/AVX-512 without bf16)",
         "float fingerprint": float_fingerprint(),
         "training": f"{args.train_split}, token batches of {args.max_tokens}, AdamW (0.9, 0.98) lr 1e-3, inverse-sqrt "
@@ -344,6 +355,7 @@ def main(argv: list[str] | None = None) -> None:
             "cpu_bf16": cpu_has_bf16(),
             "float_fingerprint": float_fingerprint(),
             "threads": threads,
+            "attention_link": args.attention_link,
             "steps": args.steps,
             "modes": measurements,
         }
