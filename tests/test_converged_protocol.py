@@ -274,6 +274,25 @@ def test_auto_attention_takes_the_measured_kernel_for_bf16_on_each_cpu_kind(tmp_
     assert model_args.attn_implementation == "sdpa"  # fp32: resolved when the recipe is read, recorded by the run
 
 
+def test_auto_attention_keeps_sdpa_for_a_linked_model(tmp_path, monkeypatch):
+    """A linked model's sdpa path on a CPU sums materialised scores and does not reach the flash backward
+    eager avoids: eager measured no faster for it (1.63x fp32 against sdpa's 1.61x), so ``auto`` keeps sdpa,
+    the kernel the link's earlier converged runs trained with; the recipe reader passes the option on."""
+    avx512 = _cpuinfo(tmp_path, "avx512f avx512_bf16")
+    assert resolve_attention("auto", "bf16", on_cpu=True, cpuinfo=avx512, attention_link="both") == "sdpa"
+    assert resolve_attention("auto", "bf16", on_cpu=True, cpuinfo=avx512, attention_link="decoder") == "sdpa"
+    assert resolve_attention("auto", "bf16", on_cpu=True, cpuinfo=avx512, attention_link="none") == "eager"
+    assert resolve_attention("eager", "bf16", on_cpu=True, cpuinfo=avx512, attention_link="both") == "eager"
+    from hf_graphtf.training import precision
+
+    monkeypatch.setattr(precision, "cpu_kind", lambda cpuinfo=None: "avx512_bf16")
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    for link, kernel in (("both", "sdpa"), ("none", "eager")):
+        recipe = tiny_recipe(corpus, tmp_path / link, precision="bf16", use_cpu=True, attention_link=link)
+        model_args, _, _ = parse_recipe_args([str(write_recipe(tmp_path / f"{link}.yaml", recipe))])
+        assert (model_args.attn_implementation, model_args.attn_implementation_from_auto) == (kernel, True), link
+
+
 def test_precision_and_the_trainers_own_flags_agree(tmp_path):
     corpus = write_tiny_corpus(tmp_path / "corpus")
     base = tiny_recipe(corpus, tmp_path / "out")

@@ -80,7 +80,8 @@ class ModelArguments(GraphOptionArguments):
         default="auto",
         metadata={
             "help": "'auto', 'sdpa' or 'eager' (the attention link supports both); 'auto' is sdpa, except for a "
-            "bf16 run on a CPU kind where eager measured faster (training.precision.BF16_CPU_ATTENTION)."
+            "bf16 run without the attention link on a CPU kind where eager measured faster "
+            "(training.precision.BF16_CPU_ATTENTION)."
         },
     )
     license: str = field(default="apache-2.0", metadata={"help": "License written into the model card."})
@@ -437,7 +438,10 @@ def parse_recipe_args(
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
     model_args.attn_implementation_from_auto = model_args.attn_implementation == "auto"
     model_args.attn_implementation = resolve_attention(
-        model_args.attn_implementation, training_args.precision, on_cpu=training_args.use_cpu or not _cuda()
+        model_args.attn_implementation,
+        training_args.precision,
+        on_cpu=training_args.use_cpu or not _cuda(),
+        attention_link=model_args.attention_link,
     )
     check_lengths(model_args, data_args, training_args)
     return model_args, data_args, training_args

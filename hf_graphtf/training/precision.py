@@ -48,14 +48,25 @@ def cpu_kind(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
     return next((kind for kind in BF16_CPU_ATTENTION if kind in flags), None)
 
 
-def resolve_attention(requested: str, precision: str, on_cpu: bool, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+def resolve_attention(
+    requested: str,
+    precision: str,
+    on_cpu: bool,
+    cpuinfo: Path = Path("/proc/cpuinfo"),
+    attention_link: str = "none",
+) -> str:
     """``sdpa`` or ``eager``: ``auto`` takes the measured fastest for a bf16 run on this kind of CPU
-    (`BF16_CPU_ATTENTION`) and sdpa everywhere else; an explicit choice is kept. The run records it."""
+    (`BF16_CPU_ATTENTION`) and sdpa everywhere else; an explicit choice is kept. The run records it.
+
+    A linked model (``attention_link`` not ``none``) keeps sdpa: on a CPU its sdpa path already sums
+    materialised scores and never reaches the flash backward that eager avoids, so eager measured no faster
+    (bf16 with sdpa 1.61x fp32, with eager 1.63x, at equal loss: `speed_flags.py --attention-link both`),
+    and the link's converged runs before this measurement trained with sdpa."""
     if requested not in ATTENTION_CHOICES:
         raise ValueError(f"attn_implementation must be one of {ATTENTION_CHOICES}; got {requested!r}.")
     if requested != "auto":
         return requested
-    if precision == "bf16" and on_cpu:
+    if precision == "bf16" and on_cpu and attention_link == "none":
         return BF16_CPU_ATTENTION.get(cpu_kind(cpuinfo) or "", "sdpa")
     return "sdpa"
 
