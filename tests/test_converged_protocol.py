@@ -404,7 +404,8 @@ def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, e
     }
     record = {"command": "python recipes/benchmarks/speed_flags.py --json x", "date": "2026-11-24 08:14 UTC"}
     measured.write_text(json.dumps({**record, "float_fingerprint": "abc", "modes": modes}))
-    kernels = {"sdpa": (measured, "bf16"), "eager": (measured, "bf16-eager")}
+    kernels = {(kernel, link): (measured, mode) for kernel, mode in (("sdpa", "bf16"), ("eager", "bf16-eager"))
+               for link in (False, True)}  # fmt: skip
     host = {"provenance": {"cpu": {"float_fingerprint": "abc"}}}
     rows = [
         _typed(experiments, {"seed": seed, "precision": "bf16", "train_minutes": minutes, **host})
@@ -426,11 +427,28 @@ def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, e
     ]
     assert "2 bf16 runs with sdpa attention took 90 minutes" in sdpa_line and "about 110." in sdpa_line
     assert "1 bf16 run with eager attention took 50 minutes" in eager_line and "it would take about 80." in eager_line
+    # a linked run is priced with the linked model's measurement, and the page says which runs are which
+    link_record = tmp_path / "speed_flags_link.json"
+    link_modes = {**modes, "bf16": {**modes["bf16"], "speed_vs_fp32": 1.6}}
+    link_record.write_text(json.dumps({**record, "float_fingerprint": "abc", "modes": link_modes}))
+    linked_run = dataclasses.replace(rows[1], options={"attention_link": "both"})
+    plain_line, link_line = [
+        line
+        for line in speeds.without_speed_flags(
+            [rows[0], linked_run],
+            lambda row: validating[row.train_minutes],
+            {**kernels, ("sdpa", True): (link_record, "bf16")},
+        )
+        if line
+    ]
+    assert "1 bf16 run without the link took 80 minutes" in plain_line and "about 96." in plain_line
+    assert "1 bf16 run with the attention link took 100 minutes" in link_line and "about 160." in link_line
+    assert "with sdpa attention" not in plain_line + link_line  # one kernel: not named
     other = [dataclasses.replace(row, provenance={"cpu": {"float_fingerprint": "def"}}) for row in rows]
     assert "host abc" in speeds.without_speed_flags(other, lambda row: None, kernels)[1]
     fp32 = [dataclasses.replace(row, precision="fp32") for row in rows]
     assert speeds.without_speed_flags(fp32, lambda row: None, kernels) == []
-    absent = {"sdpa": (tmp_path / "absent.json", "bf16")}
+    absent = {("sdpa", False): (tmp_path / "absent.json", "bf16")}
     assert speeds.without_speed_flags(rows, lambda row: None, absent) == []
 
 
