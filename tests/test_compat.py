@@ -182,6 +182,30 @@ def test_check_takes_a_bfloat16_near_tie_for_rounding_and_nothing_else(monkeypat
             self_check.check_cached(case, num_beams)
 
 
+def test_check_compares_decodes_of_different_lengths(monkeypatch):
+    """A decode longer than the other is compared with the shorter one padded to its length, not refused or
+    crashed on its shape: here the uncached decode goes on with one more token where the cached one has
+    ended, which in bf16 is no near-tie (the stand-in's extra token against padding) and in float32 a
+    difference."""
+    from hf_graphtf import self_check
+    from hf_graphtf.self_check.matrix import EOS
+
+    for dtype, message in ((torch.bfloat16, "not a near-tie"), (torch.float32, "!= uncached")):
+        monkeypatch.undo()
+        case = self_check.Case("bart", "al-dec", "cpu", dtype)
+        model = case.model()
+        real_generate = model.generate
+
+        def generate(*args, use_cache=True, _real=real_generate, **kwargs):
+            out = _real(*args, use_cache=use_cache, **kwargs)
+            return out if use_cache else torch.cat([out, torch.full_like(out[:, :1], EOS)], dim=1)
+
+        model.generate = generate
+        monkeypatch.setattr(self_check.Case, "model", lambda self, _model=model, **overrides: _model)
+        with pytest.raises(self_check.CheckFailed, match=message):
+            self_check.check_cached(case, num_beams=1)
+
+
 def test_check_fails_a_bfloat16_cache_whose_logits_drift(monkeypatch):
     """A cache fault that leaves the decodes equal (every cached step's logits shifted by a constant, which no
     argmax sees) fails on the logits fed through the cache, in bfloat16 too."""

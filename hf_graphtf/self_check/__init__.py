@@ -178,6 +178,14 @@ def check_cached(case: Case, num_beams: int) -> str:
     uncached = model.generate(**gen, use_cache=False)
     if cached.sequences.shape[1] <= 3:
         raise CheckFailed("generation stopped too early to compare")
+    if cached.sequences.shape != uncached.shape:  # one decode ended (every row at EOS) before the other
+        pad = model.generation_config.pad_token_id
+        if pad is None:
+            pad = model.config.pad_token_id
+        length = max(cached.sequences.shape[1], uncached.shape[1])
+        cached.sequences, uncached = (
+            torch.nn.functional.pad(s, (0, length - s.shape[1]), value=pad) for s in (cached.sequences, uncached)
+        )
     sequences = [cached.sequences]
     if not torch.equal(cached.sequences, uncached):
         if case.dtype != torch.bfloat16:
@@ -193,7 +201,10 @@ def check_cached(case: Case, num_beams: int) -> str:
             "logits fed through the cache vs one uncached forward",
         )  # fmt: skip
         if num_beams == 1 and sequence is cached.sequences:
-            detail = _close(torch.stack(cached.logits, dim=1), full, precision, "cached step logits vs uncached logits")
+            step_logits = torch.stack(cached.logits, dim=1)  # (the steps generate took, before any padding above)
+            detail = _close(
+                step_logits, full[:, : step_logits.shape[1]], precision, "cached step logits vs uncached logits"
+            )
     if len(sequences) == 1:
         return f"same sequences, step logits {detail}"
     if num_beams == 1:
