@@ -49,7 +49,7 @@ from tqdm import tqdm
 from transformers import AutoModelForSeq2SeqLM, get_inverse_sqrt_schedule
 
 from hf_graphtf import GraphMarianConfig
-from hf_graphtf.configuration import GRAPH_OPTIONS
+from hf_graphtf.configuration import ATTENTION_LINK_CHOICES
 from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.machine import float_fingerprint
 from hf_graphtf.scoring import corpus_scores
@@ -60,7 +60,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 #: "-eager" runs the model with eager attention instead of SDPA (CPU flash attention's bf16 backward is slow
 #: on some hosts)
 MODES = ("fp32", "bf16", "bf16-eager", "fp32-eager", "compile", "compile+bf16")
-LINK_CHOICES = tuple(next(option.choices for option in GRAPH_OPTIONS if option.name == "attention_link"))
 
 
 @dataclass
@@ -206,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--attention-link",
         default="none",
-        choices=LINK_CHOICES,
+        choices=ATTENTION_LINK_CHOICES,
         help="the model's attention_link (the converged grid's al_both: both); vanilla by default",
     )
     parser.add_argument("--profile-steps", type=int, default=0, help="then profile this many steps of every mode")
