@@ -144,19 +144,18 @@ def _stepwise_logits(model, input_ids, attention_mask, sequences) -> torch.Tenso
     return torch.stack(steps, dim=1)
 
 
-def _first_divergence_gap(model, input_ids, attention_mask, cached, uncached) -> float:
+def _first_divergence_gap(cached_logits: torch.Tensor, cached: torch.Tensor, uncached: torch.Tensor) -> float:
     """Greedy decodes that part: the largest gap, over the rows that part, between the log-probabilities of the
-    two tokens chosen at the first position where they differ, under one uncached forward of the common
-    prefix. Rounding can only decide a near-tie, so a gap beyond the dtype's tolerance is a real difference."""
+    two tokens chosen at the first position where they differ, from ``cached_logits`` (one uncached forward
+    over ``cached``: a causal decoder's logits there see only the prefix both decodes share). Rounding can
+    only decide a near-tie, so a gap beyond the dtype's tolerance is a real difference."""
     gap = 0.0
     for row in range(cached.shape[0]):
         differs = (cached[row] != uncached[row]).nonzero()
         if len(differs) == 0:
             continue
         position = int(differs[0])
-        prefix = cached[row : row + 1, : position + 1]
-        logits = _uncached_logits(model, input_ids[row : row + 1], attention_mask[row : row + 1], prefix)
-        log_probs = torch.log_softmax(logits[0, -1].to(torch.float64), dim=-1)
+        log_probs = torch.log_softmax(cached_logits[row, position - 1].to(torch.float64), dim=-1)
         gap = max(gap, (log_probs[cached[row, position]] - log_probs[uncached[row, position]]).abs().item())
     return gap
 
@@ -193,9 +192,8 @@ def check_cached(case: Case, num_beams: int) -> str:
         sequences.append(uncached)
     # generate() hands its step logits on in float32 whatever the model's dtype
     precision = torch.float32 if case.dtype == torch.float64 else case.dtype
-    detail = ""
-    for sequence in sequences:
-        full = _uncached_logits(model, input_ids, attention_mask, sequence)
+    full_logits = [_uncached_logits(model, input_ids, attention_mask, sequence) for sequence in sequences]
+    for sequence, full in zip(sequences, full_logits):
         detail = _close(
             _stepwise_logits(model, input_ids, attention_mask, sequence), full, case.dtype,
             "logits fed through the cache vs one uncached forward",
@@ -208,7 +206,7 @@ def check_cached(case: Case, num_beams: int) -> str:
     if len(sequences) == 1:
         return f"same sequences, step logits {detail}"
     if num_beams == 1:
-        gap = _first_divergence_gap(model, input_ids, attention_mask, cached.sequences, uncached)
+        gap = _first_divergence_gap(full_logits[0], cached.sequences, uncached)
         if gap > tolerance(case.dtype)["atol"]:
             raise CheckFailed(
                 f"greedy decodes part where the chosen tokens' log-probabilities differ by {gap:.2f}, beyond "
