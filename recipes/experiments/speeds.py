@@ -203,9 +203,8 @@ def without_speed_flags(
     validation minutes (from its log) times the measured fp32/bf16 ratio of one validation pass (bf16
     generation is not faster on a CPU). The runs of each attention kernel, without and with the link, are
     priced with that measurement (`MEASURED_KERNELS`): under bf16, eager and sdpa train at different speeds,
-    and the link's sdpa at another again. No grid
-    trains a run twice to measure this, so it is an estimate, and the page says so and on which host
-    the ratios were measured."""
+    and the link's sdpa at another again. No grid trains a run twice to measure this, so it is an estimate,
+    and the page says so and on which host the ratios were measured."""
     measured = MEASURED_KERNELS if measured is None else measured
     bf16_rows = [row for row in stopped if row.precision == "bf16" and row.train_minutes]
     by_kernel = {

@@ -7,9 +7,9 @@
 #   a. correctness, about 2 minutes: `hf-graphtf check` on CUDA in float32 and bfloat16, and the link's
 #      concat kernel against the eager score sum in bf16 (relative L2 of the logits under 2%, greedy tokens
 #      agreeing on 95%; recipes/gpu/link_kernels_bf16.py), with the SDPA backends that take its wider q/k;
-#   b. speed and memory, about 4 minutes (generation took 70-80 s of it on an H200): training and generation throughput and peak memory of vanilla, the
-#      link, graph half-dim + gate and graph self-gate in bf16 at the papers' shape (d 512, 6+6), interleaved
-#      in one process; the link's two kernels against each other;
+#   b. speed and memory, about 4 minutes (generation alone about 80 s on an H200): training and generation
+#      throughput and peak memory of vanilla, the link, graph half-dim + gate and graph self-gate in bf16 at
+#      the papers' shape (d 512, 6+6), interleaved in one process; the link's two kernels against each other;
 #   c. a training smoke through the training script under accelerate on one GPU, about 1 minute: train,
 #      checkpoint, resume, evaluate.
 #
