@@ -77,8 +77,16 @@ class GraphEncoderLayerMixin:
             self.mid_attn_prev = build_group_attention(self.group_attention_class, config, half_dim)
         self.low_proj = nn.Linear(config.d_model, config.d_model)
         self.graph_fusion = config.graph_fusion
-        for name, module in self.fusion.build_modules(config.d_model).items():
+        fusion_modules = self.fusion.build_modules(config.d_model)
+        for name, module in fusion_modules.items():
             setattr(self, name, module)
+        #: the submodules a vanilla checkpoint has no weights for (`GraphPreTrainedMixin.added_module_names`)
+        self.added_modules = (
+            *(("self_attn",) if half_dim else ()),
+            *(() if self.graph_shared_qkv else ("mid_attn_inc", "mid_attn_prev")),
+            "low_proj",
+            *fusion_modules,
+        )
 
     @property
     def fusion(self) -> Fusion:

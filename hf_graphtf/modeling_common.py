@@ -10,6 +10,7 @@ This module travels with saved checkpoints (``trust_remote_code``).
 from __future__ import annotations
 
 import inspect
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +93,7 @@ class GraphPreTrainedMixin(LinkGateInitMixin):
     """
 
     remote_code_classes: tuple[str, str, str] | None = None
+    _warned_frozen_additions = False
 
     def __init__(self, config, *args, **kwargs):
         self._requested_checkpointing = bool(getattr(config, "gradient_checkpointing", False))
@@ -120,12 +122,60 @@ class GraphPreTrainedMixin(LinkGateInitMixin):
             check_link_implementation(implementation)
         return implementation
 
+    def added_module_names(self) -> list[str]:
+        """The modules this model has and a vanilla checkpoint of its family has no weights for (graph
+        attention's), by the names PEFT's ``modules_to_save`` takes: an adapter such as LoRA freezes
+        whatever it does not target, and these would stay at their initialisation. The learned link gate
+        is a parameter of the attention, ``link_gate``, not a module (docs/training.md, "Adapters")."""
+        return sorted({child for module in self.modules() for child in getattr(module, "added_modules", ())})
+
+    def train(self, mode: bool = True):
+        """Warns once, the first time the model is set to train with a part it adds to vanilla frozen while
+        other parameters train (`frozen_additions`): that part keeps its value, and nothing else would say so.
+        Checked here, before the sub-models are set, so the outermost model warns and they do not."""
+        if mode and not self._warned_frozen_additions:
+            frozen = frozen_additions(self)
+            if frozen:
+                for module in self.modules():
+                    if isinstance(module, GraphPreTrainedMixin):
+                        module._warned_frozen_additions = True
+                warnings.warn(frozen_additions_message(frozen), UserWarning, stacklevel=2)
+        return super().train(mode)
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         if self.remote_code_classes is not None:
             module = type(self).__module__.rsplit(".", 1)[-1]
             self.config.auto_map = auto_map_for(module, *self.remote_code_classes)
             self.config.custom_pipelines = custom_pipelines_entry()  # translation_pipeline.py travels too
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+
+def frozen_additions(model: nn.Module) -> list[str]:
+    """The parts a vanilla checkpoint lacks (graph layers' `added_modules`, learned ``link_gate`` parameters)
+    that cannot train while some other parameter of `model` can: what a frozen base under an adapter
+    leaves out. A part wrapped by PEFT's ``modules_to_save`` holds a trainable copy, so it counts as training."""
+    if not any(parameter.requires_grad for parameter in model.parameters()):
+        return []
+    frozen = []
+    for name, module in model.named_modules():
+        for child in getattr(module, "added_modules", ()):
+            if not any(parameter.requires_grad for parameter in getattr(module, child).parameters()):
+                frozen.append(f"{name}.{child}")
+        gate = getattr(module, "link_gate", None)
+        if isinstance(gate, nn.Parameter) and not gate.requires_grad:
+            frozen.append(f"{name}.link_gate")
+    return frozen
+
+
+def frozen_additions_message(frozen: list[str]) -> str:
+    shown = ", ".join(frozen[:3]) + (f" and {len(frozen) - 3} more" if len(frozen) > 3 else "")
+    return (
+        f"{len(frozen)} parts this model adds to a vanilla checkpoint are frozen while other parameters train "
+        f"({shown}): they keep their values, so a learned link gate at zero leaves the link off and graph "
+        "modules stay at their initialisation. Under an adapter such as LoRA, pass `model.added_module_names()` "
+        "as PEFT's `modules_to_save` and call `requires_grad_(True)` on the `link_gate` parameters "
+        '(docs/training.md, "Adapters").'
+    )
 
 
 def _is_linked(model: nn.Module) -> bool:
