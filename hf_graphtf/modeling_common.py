@@ -157,12 +157,12 @@ def frozen_additions(model: nn.Module) -> list[str]:
     if not any(parameter.requires_grad for parameter in model.parameters()):
         return []
     frozen = []
-    for name, module in model.named_modules():
-        for child in getattr(module, "added_modules", ()):
+    for name, module in model.named_modules():  # (plain dict lookups: this runs at every `train()`)
+        for child in module.__dict__.get("added_modules", ()):
             if not any(parameter.requires_grad for parameter in getattr(module, child).parameters()):
                 frozen.append(f"{name}.{child}")
-        gate = getattr(module, "link_gate", None)
-        if isinstance(gate, nn.Parameter) and not gate.requires_grad:
+        gate = module._parameters.get("link_gate")
+        if gate is not None and not gate.requires_grad:
             frozen.append(f"{name}.link_gate")
     return frozen
 
