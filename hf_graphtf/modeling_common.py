@@ -124,10 +124,15 @@ class GraphPreTrainedMixin(LinkGateInitMixin):
 
     def added_module_names(self) -> list[str]:
         """The modules this model has and a vanilla checkpoint of its family has no weights for (graph
-        attention's), by the names PEFT's ``modules_to_save`` takes: an adapter such as LoRA freezes
-        whatever it does not target, and these would stay at their initialisation. The learned link gate
-        is a parameter of the attention, ``link_gate``, not a module (docs/training.md, "Adapters")."""
-        return sorted({child for module in self.modules() for child in getattr(module, "added_modules", ())})
+        attention's), by their full names, as PEFT's ``modules_to_save`` takes them: an adapter such as LoRA
+        freezes whatever it does not target, and these would stay at their initialisation. Full names, because
+        half-dim's rebuilt ``self_attn`` shares its short name with every other self-attention. The learned
+        link gate is a parameter of the attention, ``link_gate``, not a module (docs/training.md, "Adapters")."""
+        return [
+            f"{name}.{child}"
+            for name, module in self.named_modules()
+            for child in module.__dict__.get("added_modules", ())
+        ]
 
     def train(self, mode: bool = True):
         """Warns once, the first time the model is set to train with a part it adds to vanilla frozen while
