@@ -164,3 +164,31 @@ def test_speed_flags_writes_its_ratios(tmp_path: Path) -> None:
     assert set(record["modes"]["bf16-eager"]["valid_bleu"]) == {"4"}
     assert record["float_fingerprint"] and "--json" in record["command"]
     assert record["attention_link"] == "both" and "attention_link both" in result.stdout
+
+
+def test_speed_flags_takes_a_variants_model_from_its_recipe(tmp_path: Path) -> None:
+    """``--recipe`` builds the grid variant's model (its options, not its shape) and records the options."""
+    import json
+
+    from recipe_fixtures import write_tiny_corpus
+
+    corpus = write_tiny_corpus(tmp_path / "corpus", {"train": 64, "valid": 8})
+    out = tmp_path / "speed_flags.json"
+    recipe = BENCHMARKS.parents[1] / "recipes" / "configs" / "bible_es_en_10k_graph_half_gate.yaml"
+    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parents[1]), "OMP_NUM_THREADS": "1"}
+    arguments = ["--corpus", str(corpus), "--train-split", "train", "--modes", "fp32,bf16-eager", "--steps", "2"]
+    arguments += ["--eval-every", "2", "--eval-samples", "4", "--vocab", "300", "--max-tokens", "200"]
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "speed_flags.py"), *arguments, "--recipe", str(recipe), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert record["options"]["graph_attention"] is True and record["options"]["graph_half_dim"] is True
+    assert record["options"]["graph_fusion"] == "gate" and record["attention_link"] == "none"
+    assert "graph_attention True, graph_half_dim True" in result.stdout and "3+3 layers" in result.stdout
+    implementations = {name: mode["attn_implementation"] for name, mode in record["modes"].items()}
+    assert implementations == {"fp32": "sdpa", "bf16-eager": "eager"}

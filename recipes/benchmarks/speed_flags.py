@@ -6,6 +6,7 @@
     python recipes/benchmarks/speed_flags.py --json recipes/benchmarks/speed_flags.json   # also as JSON
     python recipes/benchmarks/speed_flags.py --modes fp32,bf16 --profile-steps 20         # where a step goes
     python recipes/benchmarks/speed_flags.py --modes fp32,bf16,bf16-eager --attention-link both  # the link
+    python recipes/benchmarks/speed_flags.py --modes fp32,bf16,bf16-eager --recipe RECIPE.yaml   # a variant's model
 
 One process trains one model per mode from the same initial weights on the same real batches (Bible
 es-en ``train_10k``, token batches of 1,200 as one process of a grid run gets them, the grid's
@@ -24,6 +25,10 @@ of a step's operator time goes to dropout's mask draw (``aten::bernoulli_``), to
 backward and to the matrix products: on CPUs that are not Intel's, torch draws dropout masks one element at
 a time (its vectorised MKL draw is taken on Intel CPUs only), which makes the mask draw a visible part of a
 small model's step at the grids' dropout.
+
+``--recipe`` takes the model's options (attention link, graph attention: the fields of
+``hf_graphtf.configuration.GRAPH_OPTIONS``) from a recipe, the grid variant's own file; the shape stays the
+CPU grids'.
 
 ``--json`` also writes the ratios with the host they were measured on: the experiment report reads
 ``recipes/benchmarks/speed_flags.json`` to say what a converged run costs without the speed flags.
@@ -49,12 +54,13 @@ from tqdm import tqdm
 from transformers import AutoModelForSeq2SeqLM, get_inverse_sqrt_schedule
 
 from hf_graphtf import GraphMarianConfig
-from hf_graphtf.configuration import ATTENTION_LINK_CHOICES
+from hf_graphtf.configuration import ATTENTION_LINK_CHOICES, GRAPH_OPTION_DEFAULTS
 from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.machine import float_fingerprint
 from hf_graphtf.scoring import corpus_scores
 from hf_graphtf.tokenization import train_joint_tokenizer
 from hf_graphtf.training import cpu_has_bf16, token_batches
+from hf_graphtf.training.arguments import load_recipe
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: "-eager" runs the model with eager attention instead of SDPA (CPU flash attention's bf16 backward is slow
@@ -188,6 +194,12 @@ def validation_bleu(mode: Mode, tokenizer, sources: list[str], references: list[
     return corpus_scores(hypotheses, [[reference] for reference in references])["bleu"]
 
 
+def describe(options: dict) -> str:
+    """The options that differ from vanilla, as ``name value`` pairs (``attention_link none`` for vanilla)."""
+    changed = {name: value for name, value in options.items() if GRAPH_OPTION_DEFAULTS.get(name) != value}
+    return ", ".join(f"{name} {value}" for name, value in changed.items()) or "attention_link none"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default=str(REPO_ROOT / "data" / "bible-es-en"))
@@ -208,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
         choices=ATTENTION_LINK_CHOICES,
         help="the model's attention_link (the converged grid's al_both: both); vanilla by default",
     )
+    parser.add_argument(
+        "--recipe", type=Path, help="take the model's options from this recipe (a grid variant's); vanilla by default"
+    )
     parser.add_argument("--profile-steps", type=int, default=0, help="then profile this many steps of every mode")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the measurements to this JSON file")
@@ -216,6 +231,11 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [name for name in names if name not in MODES]
     if unknown or "fp32" not in names:
         parser.error(f"--modes takes names from {MODES} and must include fp32 (the reference); got {unknown or names}")
+    options = {"attention_link": args.attention_link}
+    if args.recipe is not None:
+        if args.attention_link != "none":
+            parser.error("--attention-link and --recipe both set the model's options: give one")
+        options = {name: value for name, value in load_recipe(args.recipe).items() if name in GRAPH_OPTION_DEFAULTS}
     start = run_start()
     threads = set_threads(args.threads)
 
@@ -248,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
         decoder_start_token_id=tokenizer.pad_token_id,
         forced_eos_token_id=tokenizer.eos_token_id,
         scale_embedding=True,
-        attention_link=args.attention_link,
+        **options,
     )
     modes = build_modes(names, config, args.seed, lr=1e-3, warmup=200)
     compile_seconds: dict[str, float] = {}
@@ -307,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     settings = {
         "model": "Marian, d 256, FFN 1024, 4 heads, 3+3 layers, vocab "
-        f"{len(tokenizer)}, dropout {args.dropout}, attention_link {args.attention_link}, sdpa unless the mode says "
+        f"{len(tokenizer)}, dropout {args.dropout}, {describe(options)}, sdpa unless the mode says "
         "eager (the CPU grids' shape)",
         "CPU bf16 instructions": "yes (avx512_bf16/amx)" if cpu_has_bf16() else "no (AVX2/AVX-512 without bf16)",
         "float fingerprint": float_fingerprint(),
@@ -354,7 +374,8 @@ def main(argv: list[str] | None = None) -> None:
             "cpu_bf16": cpu_has_bf16(),
             "float_fingerprint": float_fingerprint(),
             "threads": threads,
-            "attention_link": args.attention_link,
+            "attention_link": config.attention_link,
+            "options": {name: getattr(config, name) for name in GRAPH_OPTION_DEFAULTS},
             "steps": args.steps,
             "modes": measurements,
         }
