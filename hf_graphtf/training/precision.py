@@ -36,8 +36,10 @@ def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
 #: interleaved in one process (`recipes/benchmarks/speed_flags.py --modes fp32,bf16,bf16-eager --dropout 0.4`;
 #: recipes/benchmarks/RESULTS.md, "Attention path under bf16"). SDPA's CPU flash-attention backward takes
 #: much of bf16's gain away on both kinds measured: on an Intel host with AMX bf16 ran 1.21x fp32 with sdpa
-#: and 1.88x with eager; on an AMD host with avx512_bf16 alone 1.24x and 1.59x. A run keeps the kernel it
-#: started with when it resumes (`training.resume.keep_attention`), whatever this table says by then.
+#: and 1.88x with eager; on an AMD host with avx512_bf16 alone 1.24x and 1.59x, and as much for the graph
+#: variants' own models (`speed_flags.py --recipe`: half-dim + gate 1.13x and 1.58x, self-gate 1.22x and
+#: 1.66x). A run keeps the kernel it started with when it resumes (`training.resume.keep_attention`),
+#: whatever this table says by then.
 BF16_CPU_ATTENTION = {"amx_bf16": "eager", "avx512_bf16": "eager"}
 ATTENTION_CHOICES = ("auto", "sdpa", "eager")
 
