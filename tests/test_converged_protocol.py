@@ -404,8 +404,8 @@ def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, e
     }
     record = {"command": "python recipes/benchmarks/speed_flags.py --json x", "date": "2026-11-24 08:14 UTC"}
     measured.write_text(json.dumps({**record, "float_fingerprint": "abc", "modes": modes}))
-    kernels = {(kernel, link): (measured, mode) for kernel, mode in (("sdpa", "bf16"), ("eager", "bf16-eager"))
-               for link in (False, True)}  # fmt: skip
+    kernels = {(kernel, kind): (measured, mode) for kernel, mode in (("sdpa", "bf16"), ("eager", "bf16-eager"))
+               for kind in ("vanilla", "link")}  # fmt: skip
     host = {"provenance": {"cpu": {"float_fingerprint": "abc"}}}
     rows = [
         _typed(experiments, {"seed": seed, "precision": "bf16", "train_minutes": minutes, **host})
@@ -437,18 +437,36 @@ def test_the_page_prices_a_bf16_run_in_fp32_from_the_measured_ratios(tmp_path, e
         for line in speeds.without_speed_flags(
             [rows[0], linked_run],
             lambda row: validating[row.train_minutes],
-            {**kernels, ("sdpa", True): (link_record, "bf16")},
+            {**kernels, ("sdpa", "link"): (link_record, "bf16")},
         )
         if line
     ]
     assert "1 bf16 run without the link took 80 minutes" in plain_line and "about 96." in plain_line
     assert "1 bf16 run with the attention link took 100 minutes" in link_line and "about 160." in link_line
     assert "with sdpa attention" not in plain_line + link_line  # one kernel: not named
+    # a graph variant whose own model was measured is priced with that; one that was not, as vanilla
+    graph_record = tmp_path / "speed_flags_graph_half_gate.json"
+    graph_modes = {**modes, "bf16": {**modes["bf16"], "speed_vs_fp32": 1.1}}
+    graph_record.write_text(json.dumps({**record, "float_fingerprint": "abc", "modes": graph_modes}))
+    graph_run = dataclasses.replace(rows[1], variant="graph_half_gate", options={"graph_attention": True})
+    unmeasured = dataclasses.replace(rows[1], variant="graph_sum", options={"graph_attention": True})
+    graph_kernels = {**kernels, ("sdpa", "graph_half_gate"): (graph_record, "bf16")}
+    vanilla_line, graph_line = [
+        line
+        for line in speeds.without_speed_flags(
+            [rows[0], unmeasured, graph_run], lambda row: validating[row.train_minutes], graph_kernels
+        )
+        if line
+    ]
+    assert "2 bf16 runs of the other variants took 90 minutes" in vanilla_line and "about 110." in vanilla_line
+    vanilla_only = [line for line in speeds.without_speed_flags([rows[0], graph_run], lambda row: None, graph_kernels)]
+    assert "1 bf16 run of vanilla took 80 minutes" in vanilla_only[1]
+    assert "1 bf16 run of graph_half_gate took 100 minutes" in graph_line and "about 110." in graph_line
     other = [dataclasses.replace(row, provenance={"cpu": {"float_fingerprint": "def"}}) for row in rows]
     assert "host abc" in speeds.without_speed_flags(other, lambda row: None, kernels)[1]
     fp32 = [dataclasses.replace(row, precision="fp32") for row in rows]
     assert speeds.without_speed_flags(fp32, lambda row: None, kernels) == []
-    absent = {("sdpa", False): (tmp_path / "absent.json", "bf16")}
+    absent = {("sdpa", "vanilla"): (tmp_path / "absent.json", "bf16")}
     assert speeds.without_speed_flags(rows, lambda row: None, absent) == []
 
 

@@ -166,15 +166,25 @@ def rows_elsewhere(rows: list[Row], here: dict[str, Any]) -> list[Row]:
 SPEED_FLAGS = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags.json"
 SPEED_FLAGS_ATTENTION = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags_attention.json"
 SPEED_FLAGS_LINK = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags_link_attention.json"
-#: for each attention kernel a bf16 run trains with, without and with the attention link: the
+SPEED_FLAGS_GRAPH = {
+    variant: REPO_ROOT / "recipes" / "benchmarks" / f"speed_flags_{variant}.json"
+    for variant in ("graph_half_gate", "graph_self_gate")
+}  # `speed_flags.py --recipe`, each from the grid variant's recipe
+#: for each attention kernel a bf16 run trains with, and each kind of model (`model_kind`): the
 #: ``speed_flags.py --json`` record that measured it against fp32 (with sdpa), and its mode's name there. The
-#: link changes the answer: its CPU sdpa path sums materialised scores and skips the flash backward that
-#: slows vanilla's bf16 sdpa (1.61x fp32 against vanilla's 1.23x)
-MEASURED_KERNELS: dict[tuple[str, bool], tuple[Path, str]] = {
-    ("sdpa", False): (SPEED_FLAGS, "bf16"),
-    ("eager", False): (SPEED_FLAGS_ATTENTION, "bf16-eager"),
-    ("sdpa", True): (SPEED_FLAGS_LINK, "bf16"),
-    ("eager", True): (SPEED_FLAGS_LINK, "bf16-eager"),
+#: model changes the answer: the link's CPU sdpa path sums materialised scores and skips the flash backward
+#: that slows vanilla's bf16 sdpa (1.61x fp32 against vanilla's 1.23x), and the graph models' own ratios
+#: differ from vanilla's too
+MEASURED_KERNELS: dict[tuple[str, str], tuple[Path, str]] = {
+    ("sdpa", "vanilla"): (SPEED_FLAGS, "bf16"),
+    ("eager", "vanilla"): (SPEED_FLAGS_ATTENTION, "bf16-eager"),
+    ("sdpa", "link"): (SPEED_FLAGS_LINK, "bf16"),
+    ("eager", "link"): (SPEED_FLAGS_LINK, "bf16-eager"),
+    **{
+        (kernel, variant): (path, mode)
+        for variant, path in SPEED_FLAGS_GRAPH.items()
+        for kernel, mode in (("sdpa", "bf16"), ("eager", "bf16-eager"))
+    },
 }
 
 
@@ -183,37 +193,57 @@ def linked(row: Row) -> bool:
     return row.options.get("attention_link", "none") != "none"
 
 
-def _group_words(kernel: str, with_link: bool, groups: list[tuple[str, bool]]) -> str:
-    """What sets a group of runs apart on the page, where the groups differ in it: kernel, link or both."""
+def model_kind(row: Row, measured: dict[tuple[str, str], tuple[Path, str]]) -> str:
+    """Which measurement prices the row: ``link`` for any linked model, the row's variant where its own
+    model was measured, ``vanilla`` otherwise."""
+    if linked(row):
+        return "link"
+    own = measured.get((row.attn_implementation, row.variant))
+    return row.variant if own is not None and own[0].is_file() else "vanilla"
+
+
+def _group_words(kernel: str, kind: str, groups: list[tuple[str, str]], variants: set[str]) -> str:
+    """What sets a group of runs (of `variants`) apart on the page, where the groups differ in it: kernel,
+    model or both."""
     words = []
     if len({group[0] for group in groups}) > 1:
         words.append(f"with {kernel} attention")
-    if len({group[1] for group in groups}) > 1:
-        words.append("with the attention link" if with_link else "without the link")
+    kinds = {group[1] for group in groups}
+    if len(kinds) > 1:
+        if kind == "link":
+            words.append("with the attention link")
+        elif kind != "vanilla":
+            words.append(f"of {kind}")
+        else:
+            if kinds <= {"vanilla", "link"}:
+                words.append("without the link")
+            else:
+                words.append("of vanilla" if variants == {"vanilla"} else "of the other variants")
     return "".join(f" {word}" for word in words)
 
 
 def without_speed_flags(
     stopped: list[Row],
     validation_minutes: Callable[[Row], float | None],
-    measured: dict[tuple[str, bool], tuple[Path, str]] | None = None,
+    measured: dict[tuple[str, str], tuple[Path, str]] | None = None,
 ) -> list[str]:
     """What the bf16 runs would have cost in fp32, from ``recipes/benchmarks/speed_flags.py --json``,
     which trains both side by side: each run's training minutes times bf16's training speed-up, and its
     validation minutes (from its log) times the measured fp32/bf16 ratio of one validation pass (bf16
-    generation is not faster on a CPU). The runs of each attention kernel, without and with the link, are
-    priced with that measurement (`MEASURED_KERNELS`): under bf16, eager and sdpa train at different speeds,
-    and the link's sdpa at another again. No grid trains a run twice to measure this, so it is an estimate,
-    and the page says so and on which host the ratios were measured."""
+    generation is not faster on a CPU). The runs of each attention kernel and kind of model (`model_kind`)
+    are priced with that measurement (`MEASURED_KERNELS`): under bf16, eager and sdpa train at different
+    speeds, the link's sdpa at another again, and each graph model at its own. No grid trains a run twice to
+    measure this, so it is an estimate, and the page says so and on which host the ratios were measured."""
     measured = MEASURED_KERNELS if measured is None else measured
     bf16_rows = [row for row in stopped if row.precision == "bf16" and row.train_minutes]
     by_kernel = {
-        group: [row for row in bf16_rows if (row.attn_implementation, linked(row)) == group] for group in measured
+        group: [row for row in bf16_rows if (row.attn_implementation, model_kind(row, measured)) == group]
+        for group in measured
     }
     by_kernel = {group: rows for group, rows in by_kernel.items() if rows}
     lines = []
-    for (kernel, with_link), rows in by_kernel.items():
-        path, mode = measured[kernel, with_link]
+    for (kernel, kind), rows in by_kernel.items():
+        path, mode = measured[kernel, kind]
         if not path.is_file():
             continue
         record = json.loads(path.read_text(encoding="utf-8"))
@@ -228,7 +258,7 @@ def without_speed_flags(
             estimates.append((row.train_minutes - validating) * bf16["speed_vs_fp32"] + validating * validation_ratio)
         hosts = {(row_cpu(row) or {}).get("float_fingerprint") for row in rows}
         host = "the runs' host" if hosts == {record["float_fingerprint"]} else f"host {record['float_fingerprint']}"
-        with_kernel = _group_words(kernel, with_link, list(by_kernel))
+        with_kernel = _group_words(kernel, kind, list(by_kernel), {row.variant for row in rows})
         runs, they = ("runs", "they") if len(rows) > 1 else ("run", "it")
         spread = f" on average ({min(minutes):.0f}-{max(minutes):.0f})" if len(rows) > 1 else ""
         lines += [
