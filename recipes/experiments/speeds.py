@@ -214,11 +214,10 @@ def _group_words(kernel: str, kind: str, groups: list[tuple[str, str]], variants
             words.append("with the attention link")
         elif kind != "vanilla":
             words.append(f"of {kind}")
+        elif kinds <= {"vanilla", "link"}:
+            words.append("without the link")
         else:
-            if kinds <= {"vanilla", "link"}:
-                words.append("without the link")
-            else:
-                words.append("of vanilla" if variants == {"vanilla"} else "of the other variants")
+            words.append("of vanilla" if variants == {"vanilla"} else "of the other variants")
     return "".join(f" {word}" for word in words)
 
 
@@ -236,11 +235,10 @@ def without_speed_flags(
     measure this, so it is an estimate, and the page says so and on which host the ratios were measured."""
     measured = MEASURED_KERNELS if measured is None else measured
     bf16_rows = [row for row in stopped if row.precision == "bf16" and row.train_minutes]
-    by_kernel = {
-        group: [row for row in bf16_rows if (row.attn_implementation, model_kind(row, measured)) == group]
-        for group in measured
-    }
-    by_kernel = {group: rows for group, rows in by_kernel.items() if rows}
+    grouped: dict[tuple[str, str], list[Row]] = {}
+    for row in bf16_rows:
+        grouped.setdefault((row.attn_implementation, model_kind(row, measured)), []).append(row)
+    by_kernel = {group: grouped[group] for group in measured if group in grouped}  # in `measured`'s order
     lines = []
     for (kernel, kind), rows in by_kernel.items():
         path, mode = measured[kernel, kind]
