@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import transformers
 from model_matrix import (
     EOS,
     FAMILIES,
@@ -157,6 +158,59 @@ def test_cached_and_uncached_generation_agree(family, options, num_beams, attn_i
     uncached = model.generate(**gen, use_cache=False)
     assert cached.shape[1] > 3
     assert torch.equal(cached, uncached)
+
+
+#: decoding modes that reach the decoder by other paths than step-by-step cached decoding: a
+#: preallocated cache whose unfilled slots are masked, several new positions verified in one forward
+#: over the cache and the cache cropped back where a drafted token is rejected, and sampling
+DECODING_MODES = {
+    "static cache": dict(num_beams=2, cache_implementation="static"),
+    "assisted by itself": dict(assistant="itself"),
+    "assisted by another model": dict(assistant="another"),
+    "prompt lookup": dict(prompt_lookup_num_tokens=2),
+    "sampling": dict(do_sample=True, top_k=4, num_return_sequences=2),
+}
+
+
+def _decoding_mismatch(model, mode: str, family: str) -> str | None:
+    """How decoding in `mode` differs from decoding without a cache, or None where the tokens agree."""
+    input_ids, attention_mask = source_batch()
+    gen = dict(DECODING_MODES[mode], max_new_tokens=8)
+    assistant = gen.pop("assistant", None)
+    if assistant is not None or "prompt_lookup_num_tokens" in gen:  # Transformers runs these on one row
+        input_ids, attention_mask = input_ids[:1], attention_mask[:1]
+    if assistant is not None:
+        gen["assistant_model"] = model if assistant == "itself" else tiny_model(family, {}, seed=1)
+    reference = {key: value for key, value in gen.items() if key in ("num_beams", "do_sample", "top_k")}
+    reference["num_return_sequences"] = gen.get("num_return_sequences", 1)
+    torch.manual_seed(0)
+    tokens = model.generate(input_ids=input_ids, attention_mask=attention_mask, **gen)
+    torch.manual_seed(0)
+    uncached = model.generate(
+        input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, use_cache=False, **reference
+    )
+    if torch.equal(tokens, uncached) and tokens.shape[1] > 3:
+        return None
+    return f"{mode}: {tokens.tolist()} where decoding without a cache gives {uncached.tolist()}"
+
+
+#: the option sets that change the decoder (graph attention and the encoder link change only the encoder,
+#: whose output every decoding mode reads once)
+DECODER_OPTIONS = [name for name, opts in OPTION_MATRIX.items() if opts.get("attention_link") in ("decoder", "both")]
+
+
+@pytest.mark.parametrize("options", DECODER_OPTIONS)
+@pytest.mark.parametrize("mode", list(DECODING_MODES))
+def test_every_decoding_mode_gives_the_uncached_tokens(family, options, mode):
+    """What a user passes to `generate()` beyond beams and the cache reaches the carried scores by other
+    paths; each must give the tokens that decoding without a cache gives, wherever it does for vanilla
+    (Transformers 5.17's prompt lookup ends at once when the decoder starts with EOS, as BART's does)."""
+    mismatch = _decoding_mismatch(tiny_model(family, OPTION_MATRIX[options], attn_implementation="sdpa"), mode, family)
+    if mismatch is not None:
+        vanilla = _decoding_mismatch(tiny_model(family, {}, attn_implementation="sdpa"), mode, family)
+        if vanilla is not None:
+            pytest.skip(f"vanilla {family} under Transformers {transformers.__version__} too: {vanilla}")
+    assert mismatch is None, mismatch
 
 
 @options_params
