@@ -26,6 +26,7 @@ SCRIPTS = {
     "generation_throughput.py": (["--variants", SOME, "--new-tokens", "3"], SOME.split(",")),
     "length_scaling.py": (["--variants", SOME, "--lengths", "4,8", "--tokens", "16"], SOME.split(",")),
     "link_implementations.py": (["--variants", "al-prev-encoder,al-cum-both", "--new-tokens", "3"], None),
+    "lora_cost.py": (["--variants", SOME, "--lora-r", "2"], SOME.split(",")),
 }
 
 

@@ -4,6 +4,7 @@ The names below are what code outside the package (the scripts in ``recipes/``) 
 the submodules are internals, and a test keeps ``recipes/`` from importing them.
 """
 
+from .adapters import add_lora
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments, load_recipe, parse_recipe_args
 from .batching import token_batches
 from .checkpoints import checkpoint_step, newest_complete_checkpoint
@@ -19,6 +20,7 @@ __all__ = [
     "ModelArguments",
     "PlateauRule",
     "TranslationTrainingArguments",
+    "add_lora",
     "build_compute_metrics",
     "checkpoint_step",
     "cpu_has_bf16",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -24,6 +25,9 @@ from ..families import FAMILIES
 from .precision import resolve_attention, resolve_precision
 
 MODEL_FAMILIES = tuple(FAMILIES)
+#: LoRA's default targets: the query, key, value and output projections of every attention (PEFT's names for
+#: the Marian, BART and M2M100 layers alike)
+LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "out_proj")
 RECIPE_SUFFIXES = (".yaml", ".yml")
 
 
@@ -85,6 +89,20 @@ class ModelArguments(GraphOptionArguments):
         },
     )
     license: str = field(default="apache-2.0", metadata={"help": "License written into the model card."})
+    lora_r: int = field(
+        default=0,
+        metadata={
+            "help": "Train LoRA adapters of this rank (PEFT) on the saved model instead of every weight; 0 trains "
+            "every weight. What the options add trains whole. The run saves the model with the adapter merged in. "
+            "Needs model_name_or_path and PEFT (pip install 'hf_graphtf[lora]')."
+        },
+    )
+    lora_alpha: float = field(default=16.0, metadata={"help": "LoRA's scale numerator: updates scale by alpha/r."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "Dropout on LoRA's input (PEFT's lora_dropout)."})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: list(LORA_TARGET_MODULES),
+        metadata={"help": "The linear layers that get adapters, by name (every attention of the three families)."},
+    )
     #: whether ``attn_implementation`` was resolved from ``auto`` (by `parse_args`): a resumed run then keeps
     #: the kernel it started with (`training.resume.keep_attention`), though the table may have changed since
     attn_implementation_from_auto: bool = field(default=False, init=False, repr=False)
@@ -96,11 +114,43 @@ class ModelArguments(GraphOptionArguments):
         # A fresh model's config is built here, and so validated by its owner, once (`fresh_config`). A saved
         # model's family and sizes are known only from its checkpoint, whose config validates the options in
         # combination when it is loaded; here each value is checked on its own.
+        self._check_lora()
         if self.model_name_or_path is None:
             self._fresh_config = FAMILIES[self.model_family].config_class(**self.size_options(), **self.graph_options())
         else:
             for option in GRAPH_OPTIONS:
                 option.check("ModelArguments", getattr(self, option.name))
+
+    def _check_lora(self) -> None:
+        """LoRA's fields, and that it has a pretrained model to adapt and PEFT to do it, before any data work."""
+        if isinstance(self.lora_r, bool) or not isinstance(self.lora_r, int) or self.lora_r < 0:
+            raise ValueError(f"lora_r must be a whole number, 0 (no LoRA) or more; got {self.lora_r!r}.")
+        if not self.lora_r:
+            return
+        if self.model_name_or_path is None:
+            raise ValueError(
+                "lora_r: LoRA adapts the weights of a trained model and a fresh one has none worth keeping; set "
+                "model_name_or_path (e.g. Helsinki-NLP/opus-mt-es-en), or lora_r: 0 to train every weight."
+            )
+        if not self.lora_alpha > 0:
+            raise ValueError(f"lora_alpha must be positive; got {self.lora_alpha!r}.")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout must be at least 0 and below 1; got {self.lora_dropout!r}.")
+        if not self.lora_target_modules or not all(isinstance(name, str) and name for name in self.lora_target_modules):
+            raise ValueError(f"lora_target_modules must name one or more layers; got {self.lora_target_modules!r}.")
+        if importlib.util.find_spec("peft") is None:
+            raise ValueError("lora_r needs PEFT, which is not installed: pip install 'hf_graphtf[lora]'")
+
+    def lora_options(self) -> dict[str, Any] | None:
+        """The LoRA fields as the run records them and a resumed run must match; None without LoRA."""
+        if not self.lora_r:
+            return None
+        return {
+            "r": self.lora_r,
+            "lora_alpha": self.lora_alpha,
+            "lora_dropout": self.lora_dropout,
+            "target_modules": sorted(self.lora_target_modules),
+        }
 
     def fresh_config(self, **fields: Any) -> PretrainedConfig:
         """A copy of the config of a fresh model as the recipe describes it, validated when the recipe was

@@ -18,8 +18,9 @@ import shutil
 from pathlib import Path
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.utils import ADAPTER_CONFIG_NAME, ADAPTER_SAFE_WEIGHTS_NAME
 
-from ..model_files import weights_problem
+from ..model_files import safetensors_problem, weights_problem
 
 STAGING_DIR = ".checkpoint-staging"
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -63,6 +64,9 @@ def checkpoint_problem(path: str | os.PathLike[str]) -> str | None:
         return f"unreadable {TRAINER_STATE_FILE} ({error})"
     if not (folder / "config.json").is_file():
         return "no config.json"
+    if (folder / ADAPTER_CONFIG_NAME).is_file():  # a LoRA run's: the adapter's weights, not the model's
+        adapter = folder / ADAPTER_SAFE_WEIGHTS_NAME
+        return safetensors_problem(adapter) if adapter.is_file() else f"no {ADAPTER_SAFE_WEIGHTS_NAME}"
     return weights_problem(folder)
 
 

@@ -15,6 +15,8 @@ import datasets
 from transformers import (
     AutoModelForSeq2SeqLM,
     DataCollatorForSeq2Seq,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
     TrainerCallback,
     set_seed,
 )
@@ -22,6 +24,7 @@ from transformers.utils import logging
 
 from ..errors import UserError, report_user_error
 from ..model_card import write_model_card
+from .adapters import add_lora, is_adapter_model, load_adapter_checkpoint, merged_model, saved_lora_options
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments, parse_recipe_args
 from .budget import TrainingTimeBudget, trained_seconds_in
 from .checkpoints import (
@@ -103,10 +106,10 @@ def _run_translation(
     tokenizer = build_tokenizer(model_args, data_args, training_args, splits.get("train"), checkpoint)
     if finished is None:
         model = build_model(model_args, data_args, training_args, tokenizer)
+        if model_args.lora_r:
+            model = add_lora(model, model_args)
     else:
-        model = AutoModelForSeq2SeqLM.from_pretrained(
-            finished_model_dir(training_args.output_dir, checkpoint), attn_implementation=model_args.attn_implementation
-        )
+        model = _finished_model(model_args, data_args, training_args, tokenizer, checkpoint)
     codes = apply_language_codes(tokenizer, model, data_args)  # before tokenizing: NLLB's codes mark each side
     if codes:
         announce(training_args, codes)
@@ -140,6 +143,9 @@ def _run_translation(
         results["train"] = earlier_train_record(training_args.output_dir, checkpoint)
     if training_args.do_train:
         train_output = trainer.train(resume_from_checkpoint=checkpoint)
+        if is_adapter_model(trainer.model):  # evaluated and saved as it will be used: one model, adapter merged in
+            trainer.model = trainer.model_wrapped = merged_model(trainer.model)
+            results["model"]["parameters"] = trainer.model.num_parameters()  # without the adapter's own
         trainer.save_model()
         trainer.save_state()
         results["train"] = {
@@ -178,6 +184,24 @@ def _run_translation(
         if push_to_hub:
             upload_to_hub(training_args.output_dir, training_args, repo_id)
     return results
+
+
+def _finished_model(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: TranslationTrainingArguments,
+    tokenizer: PreTrainedTokenizerBase,
+    checkpoint: str,
+) -> PreTrainedModel:
+    """The model a finished run left, to evaluate again: its final save, else its best (or last) checkpoint; a
+    LoRA run's checkpoint holds the adapter only, which goes onto the recipe's model and is merged, as at the end
+    of training."""
+    folder = finished_model_dir(training_args.output_dir, checkpoint)
+    if saved_lora_options(folder) is None:
+        return AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation=model_args.attn_implementation)
+    model = add_lora(build_model(model_args, data_args, training_args, tokenizer), model_args)
+    load_adapter_checkpoint(model, folder)
+    return merged_model(model)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from transformers import (
 
 from ..data import HUB_CORPORA
 from ..families import FAMILY_OF_MODEL_TYPE
+from .adapters import is_adapter_model, trainable_count
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments
 
 RESULTS_FILE = "results.json"
@@ -118,6 +119,7 @@ def run_record(
     training_args: TranslationTrainingArguments,
 ) -> dict[str, Any]:
     """What was trained on what, and how: the part of results.json that the model card describes."""
+    lora = model_args.lora_options()
     return {
         "model": {
             "family": FAMILY_OF_MODEL_TYPE[model.config.model_type].name,
@@ -128,6 +130,8 @@ def run_record(
             "vocab_size": model.config.vocab_size,
             "license": model_args.license,
             "base_model": model_args.model_name_or_path,
+            # LoRA's settings, and how many parameters train (adapters, what the options add) while it trains
+            "lora": lora if not is_adapter_model(model) else {**lora, "trainable_parameters": trainable_count(model)},
         },
         "data": {
             "corpus": data_args.corpus,

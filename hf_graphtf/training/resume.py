@@ -12,6 +12,7 @@ from transformers.utils import logging
 from ..errors import UserError
 from ..families import FAMILY_OF_MODEL_TYPE
 from ..model_files import weights_problem
+from .adapters import saved_lora_options
 from .arguments import ModelArguments, TranslationTrainingArguments
 from .budget import TrainingTimeBudget, trained_seconds_in
 from .checkpoints import (
@@ -126,6 +127,9 @@ def check_resume_options(checkpoint: str, model_args: ModelArguments) -> None:
         for name, value in wanted.items()
         if saved.get(name, value) != value
     ]
+    saved_lora, wanted_lora = saved_lora_options(checkpoint), model_args.lora_options()
+    if saved_lora != wanted_lora:
+        differing.append(f"LoRA (checkpoint {_lora_text(saved_lora)}, recipe {_lora_text(wanted_lora)})")
     known = FAMILY_OF_MODEL_TYPE.get(saved.get("model_type"))
     family = None if known is None else known.name
     if model_args.model_name_or_path is None and family != model_args.model_family:
@@ -136,6 +140,10 @@ def check_resume_options(checkpoint: str, model_args: ModelArguments) -> None:
             "Resume with the checkpoint's options, or start over with --overwrite_output_dir true "
             "(deletes the checkpoints) or another output_dir."
         )
+
+
+def _lora_text(options: dict[str, Any] | None) -> str:
+    return "none: every weight trains" if options is None else ", ".join(f"{k} {v!r}" for k, v in options.items())
 
 
 def finished_training(checkpoint: str, training_args: TranslationTrainingArguments) -> str | None:

@@ -14,6 +14,7 @@ from transformers.trainer_callback import ExportableState, PrinterCallback
 from transformers.trainer_utils import rotate_checkpoints
 from transformers.utils import logging
 
+from .adapters import is_adapter_model, load_extra_parameters, save_extra_parameters
 from .batching import TokenBatchSampler
 from .budget import TrainingTimeBudget
 from .checkpoints import (
@@ -118,6 +119,29 @@ class TranslationTrainer(Seq2SeqTrainer):
                 use_mtime=False,  # by step number: which checkpoints stay never depends on the clock
             )
         self.accelerator.wait_for_everyone()
+
+    # LoRA: the Trainer saves and loads a PEFT model's adapter only (Trainer._save, _load_from_checkpoint and
+    # _load_best_model, the PeftModel branches); the learned link gates train beside it and are saved and loaded
+    # with it here, and the checkpoint gets the model's config, which resuming checks the recipe against.
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        super()._save(output_dir, state_dict)
+        model = self.accelerator.unwrap_model(self.model)
+        if is_adapter_model(model) and self.args.should_save:
+            folder = output_dir if output_dir is not None else self.args.output_dir
+            model.get_base_model().config.save_pretrained(folder)
+            save_extra_parameters(model, folder)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        loaded = model if model is not None else self.model
+        if is_adapter_model(loaded):
+            load_extra_parameters(loaded, resume_from_checkpoint)
+
+    def _load_best_model(self) -> None:
+        super()._load_best_model()
+        if is_adapter_model(self.model):
+            load_extra_parameters(self.model, self.state.best_model_checkpoint)
 
     def _issue_warnings_after_load(self, load_result) -> None:
         """The Trainer's warning about keys missing from a loaded checkpoint, without the keys that

@@ -49,11 +49,13 @@ class Shape:
 
 
 #: `paper`: the Transformer-small shape both papers train on IWSLT; `cpu`: a shape that trains quickly on a
-#: laptop CPU; `tiny`: for the smoke test only (the numbers mean nothing).
+#: laptop CPU; `tiny`: for the smoke test only (the numbers mean nothing); `opus-mt`: a pretrained checkpoint's.
 SHAPES: dict[str, Shape] = {
     "paper": Shape(512, 1024, 4, 6, 6, vocab=8000, batch_size=32, length=25),
     "cpu": Shape(256, 1024, 4, 3, 3, vocab=8000, batch_size=32, length=25),
     "tiny": Shape(32, 64, 4, 2, 2, vocab=128, batch_size=4, length=8),
+    # Helsinki-NLP/opus-mt-es-en's shape (its config.json): the checkpoint a fine-tuning user starts from
+    "opus-mt": Shape(512, 2048, 8, 6, 6, vocab=65001, batch_size=32, length=25),
 }
 
 #: Paper's measured training speed relative to the Transformer (IWSLT De-En column of its Table 2).
