@@ -226,3 +226,23 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def test_lora_with_learned_gates_is_refused_where_the_engine_shards_them(marian, corpus, tmp_path):
+    """FSDP and DeepSpeed shard parameters: the gates, saved and loaded beside each adapter from the parameters
+    one process holds, are refused there (they run on GPUs only, so the check is called as the recipe calls it)."""
+    from hf_graphtf.training.adapters import add_lora, check_adapter_engine
+    from hf_graphtf.training.pretrained import load_pretrained_with_options
+
+    for name, refused in [("al-both-learned-gate", True), ("graph-gate", False)]:
+        recipe = _recipe(corpus, marian, tmp_path / "out", options=OPTIONS[name])
+        model_args = parse_recipe_args([str(write_recipe(tmp_path / f"{name}.yaml", recipe))])[0]
+        _, model = load_pretrained_with_options(str(marian), model_args.graph_options())
+        adapted = add_lora(model, model_args)
+        check_adapter_engine(adapted, "MULTI_CPU")  # DDP: each process holds every gate
+        for engine in ("FSDP", "DEEPSPEED"):
+            if refused:
+                with pytest.raises(ValueError, match=f"not supported under {engine}"):
+                    check_adapter_engine(adapted, engine)
+            else:
+                check_adapter_engine(adapted, engine)

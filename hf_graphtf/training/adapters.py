@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ _EXTRA_PARAMETER_SUFFIX = ".link_gate"
 
 
 def is_adapter_model(model: torch.nn.Module) -> bool:
-    """Whether ``model`` is a PEFT model (the Trainer's own test, without importing PEFT when it is absent)."""
+    """Whether ``model`` is a PEFT model (by what it has, so PEFT need not be installed to ask)."""
     return hasattr(model, "peft_config") and hasattr(model, "get_base_model")
 
 
@@ -49,7 +50,12 @@ def add_lora(model: PreTrainedModel, model_args: ModelArguments) -> torch.nn.Mod
         task_type="SEQ_2_SEQ_LM",
     )
     try:
-        adapted = get_peft_model(model, config)
+        with warnings.catch_warnings():
+            # PEFT 0.21 asks Transformers >= 5.23 a deprecated question; nothing a user can act on
+            warnings.filterwarnings(
+                "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+            )
+            adapted = get_peft_model(model, config)
     except ValueError as error:  # no layer of that name: PEFT's message lists none of the model's
         raise LoraTargetError(
             f"lora_target_modules {options['target_modules']} do not name layers of this model ({error}). Its "
@@ -138,6 +144,17 @@ def merged_model(model: torch.nn.Module) -> PreTrainedModel:
     return model.merge_and_unload()
 
 
+def check_adapter_engine(model: torch.nn.Module, distributed_type: str) -> None:
+    """Refuse LoRA with learned gates under FSDP or DeepSpeed: the gates are saved and loaded here from the
+    parameters as one process holds them, which those engines shard (untested: refused, not left to chance)."""
+    if distributed_type in ("FSDP", "DEEPSPEED") and is_adapter_model(model) and extra_parameters(model):
+        raise AdapterCheckpointError(
+            f"LoRA with attention_link_gate: learned is not supported under {distributed_type}, which shards the "
+            "gates this package saves beside each adapter. Train it with DDP or one process (recipes/accelerate/"
+            "ddp.yaml), or without the learned gate."
+        )
+
+
 def trainable_count(model: torch.nn.Module) -> int:
     """How many parameters train: under LoRA the adapters, the modules the options add and the gates."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -148,6 +165,7 @@ __all__ = [
     "EXTRA_PARAMETERS_FILE",
     "LoraTargetError",
     "add_lora",
+    "check_adapter_engine",
     "extra_parameters",
     "merged_model",
     "is_adapter_model",

@@ -24,7 +24,14 @@ from transformers.utils import logging
 
 from ..errors import UserError, report_user_error
 from ..model_card import write_model_card
-from .adapters import add_lora, is_adapter_model, load_adapter_checkpoint, merged_model, saved_lora_options
+from .adapters import (
+    add_lora,
+    check_adapter_engine,
+    is_adapter_model,
+    load_adapter_checkpoint,
+    merged_model,
+    saved_lora_options,
+)
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments, parse_recipe_args
 from .budget import TrainingTimeBudget, trained_seconds_in
 from .checkpoints import (
@@ -138,6 +145,7 @@ def _run_translation(
     )
 
     check_launch_engine(trainer)
+    check_adapter_engine(trainer.model, trainer.accelerator.distributed_type.value)
     results = run_record(model, model_args, data_args, training_args)
     if finished is not None:
         results["train"] = earlier_train_record(training_args.output_dir, checkpoint)
