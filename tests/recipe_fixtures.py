@@ -95,6 +95,10 @@ def write_tiny_corpus(directory: Path, sizes: dict[str, int] | None = None, seed
     return directory
 
 
+#: what a recipe adds for a stand-in family whose tokenizer has language codes (the toy corpus is Spanish-English)
+LANGUAGE_CODES = {"m2m_100": {"src_lang_code": "spa_Latn", "tgt_lang_code": "eng_Latn"}}
+
+
 def tiny_recipe(corpus: Path, output_dir: Path, **overrides: Any) -> dict[str, Any]:
     """A recipe for a d_model=32 attention-link model that trains a few steps in seconds."""
     recipe: dict[str, Any] = {

@@ -9,6 +9,7 @@ import pytest
 import torch
 from recipe_fixtures import (
     BLOCK_PACKAGE,
+    LANGUAGE_CODES,
     REPO_ROOT,
     one_thread,  # noqa: F401  (autouse fixture)
     run_python,
@@ -53,10 +54,6 @@ def stand_in(request, corpus, tmp_path_factory):
 def _skip_unless_defined(family: str, options: dict) -> None:
     if options.get("graph_attention") and not FAMILIES[family].supports_graph_attention:
         pytest.skip(f"graph-group attention is not defined for {family} (pre-LN); its refusal is tested")
-
-
-#: what the recipe adds for a family whose tokenizer has language codes (the corpus is Spanish-English)
-LANGUAGE_CODES = {"m2m_100": {"src_lang_code": "spa_Latn", "tgt_lang_code": "eng_Latn"}}
 
 
 def _requested(**options):

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from recipe_fixtures import (
+    LANGUAGE_CODES,
     REPO_ROOT,
     TRAIN_SCRIPT,
     one_thread,  # noqa: F401  (autouse fixture)
@@ -41,7 +42,6 @@ OPTIONS = {
     "al-both-learned-gate": {"attention_link": "both", "attention_link_gate": "learned"},
     "graph-gate": {"graph_attention": True, "graph_fusion": "gate"},
 }
-LANGUAGE_CODES = {"m2m_100": {"src_lang_code": "spa_Latn", "tgt_lang_code": "eng_Latn"}}
 LORA = {"lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
 
 

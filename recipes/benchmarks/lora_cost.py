@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
 from benchmark_page import header, megabytes, ratio, run_start, table
 from common import (
     DTYPES,
@@ -33,23 +32,9 @@ from common import (
 )
 from measure import CLOCK_TEXT, interleaved, peak_memory_bytes
 from tqdm import tqdm
+from train_throughput import TrainStep
 
 from hf_graphtf.training import ModelArguments, add_lora
-
-
-class TrainStep:
-    """One optimisation step over the trainable parameters only, as the Trainer builds its optimizer."""
-
-    def __init__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]):
-        self.model = model.train()
-        self.batch = batch
-        self.trainable = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.trainable, lr=1e-5)
-
-    def __call__(self) -> None:
-        self.model(**self.batch).loss.backward()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -39,12 +39,14 @@ AL_SPEED, AL_MEMORY, BOUND_SHARE = 0.97, 1.05, 0.90
 
 
 class TrainStep:
-    """One optimisation step of `model` on `batch` (AdamW, gradients freed after the step as in training)."""
+    """One optimisation step of `model` on `batch` (AdamW over the trainable parameters, as the Trainer builds
+    it; gradients freed after the step as in training)."""
 
     def __init__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]):
         self.model = model.train()
         self.batch = batch
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        self.trainable = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.trainable, lr=1e-5)
 
     def __call__(self) -> None:
         self.model(**self.batch).loss.backward()
