@@ -202,9 +202,11 @@ def test_language_codes_are_required_known_and_only_for_tokenizers_that_have_the
         assert not (out / "checkpoint-1").exists()
 
 
-def test_committed_nllb_recipe_runs_on_a_local_copy_of_the_hub_model(corpus, tmp_path):
+@pytest.mark.parametrize("lora_r", [0, 4])
+def test_committed_nllb_recipe_runs_on_a_local_copy_of_the_hub_model(corpus, tmp_path, lora_r):
     """The NLLB recipe as a user runs it, with the Hub id swapped for a local stand-in and the toy es-en corpus
-    for the Chichewa one (its columns and codes overridden as a user would)."""
+    for the Chichewa one (its columns and codes overridden as a user would); as it is, and with LoRA
+    (``--lora_r``, as docs/training.md runs it)."""
     recipe = REPO_ROOT / "recipes" / "configs" / "finetune_nllb_ny_en_10k_al_both_gate.yaml"
     assert "model_name_or_path: facebook/nllb-200-distilled-600M" in recipe.read_text(encoding="utf-8")
     folder = write_opus_mt_stand_in(tmp_path / "nllb-200-distilled-600M", corpus, "m2m_100")
@@ -213,12 +215,14 @@ def test_committed_nllb_recipe_runs_on_a_local_copy_of_the_hub_model(corpus, tmp
         "train_split": "train", "output_dir": tmp_path / "out", "max_steps": 2, "eval_steps": 2, "save_steps": 2,
         "per_device_train_batch_size": 8, "max_source_length": 32, "max_target_length": 24, "test_num_beams": 2,
         "use_cpu": "true", "disable_tqdm": "true", "warmup_steps": 1,  # (step 1 runs at learning rate 0)
+        "lora_r": lora_r,
     }  # fmt: skip
     argv = [str(recipe)] + [item for name, value in overrides.items() for item in (f"--{name}", str(value))]
     results = run_translation(*parse_recipe_args(argv))
     assert results["model"]["family"] == "m2m_100"
     assert results["model"]["options"]["attention_link_gate"] == "learned"
     assert results["train"]["global_step"] == 2 and "bleu" in results["test"]
+    assert (results["model"]["lora"] or {}).get("r", 0) == lora_r
     model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "out")
     gates = {name: p for name, p in model.named_parameters() if name.endswith("link_gate")}
     assert gates and any(p.abs().sum() > 0 for p in gates.values())  # trained away from zero
