@@ -246,3 +246,16 @@ def test_lora_with_learned_gates_is_refused_where_the_engine_shards_them(marian,
                     check_adapter_engine(adapted, engine)
             else:
                 check_adapter_engine(adapted, engine)
+
+
+def test_a_checkpoint_that_lost_its_gates_is_skipped_naming_them(marian, corpus, tmp_path, caplog):
+    """A LoRA checkpoint whose model has learned gates is whole only with them (written with the adapter, renamed
+    into place together): one damaged afterwards is passed over for the one before, and the run says why."""
+    out = tmp_path / "out"
+    common = {"save_steps": 1, "save_total_limit": 10, "do_eval": False, "do_predict": False, "eval_strategy": "no"}
+    _run(tmp_path, _recipe(corpus, marian, out, max_steps=2, **common))
+    (out / "checkpoint-2" / EXTRA_PARAMETERS_FILE).unlink()
+    with caplog.at_level("WARNING"):
+        results = _run(tmp_path, _recipe(corpus, marian, out, max_steps=3, **common), "resume.yaml")
+    assert results["train"]["resumed_from_checkpoint"].endswith("checkpoint-1")
+    assert f"checkpoint-2: no {EXTRA_PARAMETERS_FILE} (the learned link gates)" in caplog.text

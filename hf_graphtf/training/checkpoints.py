@@ -21,6 +21,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import ADAPTER_CONFIG_NAME, ADAPTER_SAFE_WEIGHTS_NAME
 
 from ..model_files import safetensors_problem, weights_problem
+from .adapters import EXTRA_PARAMETERS_FILE
 
 STAGING_DIR = ".checkpoint-staging"
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -64,10 +65,27 @@ def checkpoint_problem(path: str | os.PathLike[str]) -> str | None:
         return f"unreadable {TRAINER_STATE_FILE} ({error})"
     if not (folder / "config.json").is_file():
         return "no config.json"
-    if (folder / ADAPTER_CONFIG_NAME).is_file():  # a LoRA run's: the adapter's weights, not the model's
-        adapter = folder / ADAPTER_SAFE_WEIGHTS_NAME
-        return safetensors_problem(adapter) if adapter.is_file() else f"no {ADAPTER_SAFE_WEIGHTS_NAME}"
+    if (folder / ADAPTER_CONFIG_NAME).is_file():  # a LoRA run's: the adapter, and the gates trained beside it
+        return _adapter_problem(folder)
     return weights_problem(folder)
+
+
+def _adapter_problem(folder: Path) -> str | None:
+    """What a LoRA run's checkpoint lacks: the adapter's weights, or the learned link gates its model has."""
+    adapter = folder / ADAPTER_SAFE_WEIGHTS_NAME
+    if not adapter.is_file():
+        return f"no {ADAPTER_SAFE_WEIGHTS_NAME}"
+    problem = safetensors_problem(adapter)
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        return f"unreadable config.json ({error})"
+    gates = folder / EXTRA_PARAMETERS_FILE
+    if problem is None and config.get("attention_link_gate") == "learned":
+        problem = (
+            safetensors_problem(gates) if gates.is_file() else f"no {EXTRA_PARAMETERS_FILE} (the learned link gates)"
+        )
+    return problem
 
 
 def newest_complete_checkpoint(output_dir: str | os.PathLike[str]) -> tuple[str | None, list[tuple[str, str]]]:
