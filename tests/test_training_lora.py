@@ -259,3 +259,31 @@ def test_a_checkpoint_that_lost_its_gates_is_skipped_naming_them(marian, corpus,
         results = _run(tmp_path, _recipe(corpus, marian, out, max_steps=3, **common), "resume.yaml")
     assert results["train"]["resumed_from_checkpoint"].endswith("checkpoint-1")
     assert f"checkpoint-2: no {EXTRA_PARAMETERS_FILE} (the learned link gates)" in caplog.text
+
+
+def test_lora_trains_under_activation_checkpointing(marian, corpus, tmp_path):
+    """Checkpointed layers recompute their forward in the backward: the adapters and the gates inside them
+    still get their gradients (PEFT prepares a model for this only if it checkpoints when wrapped; the
+    Trainer switches checkpointing on later)."""
+    from transformers import Seq2SeqTrainingArguments
+
+    fields = Seq2SeqTrainingArguments.__dataclass_fields__
+    flag = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"  # 5.17
+    out = tmp_path / "out"
+    common = {"max_steps": 3, "save_steps": 3, "do_eval": False, "do_predict": False, "eval_strategy": "no"}
+
+    class Checkpointing(TrainerCallback):
+        layers: list[bool] = []
+
+        def on_step_begin(self, args, state, control, model=None, **kwargs):
+            self.layers = [m.gradient_checkpointing for m in model.modules() if hasattr(m, "gradient_checkpointing")]
+
+    seen = Checkpointing()
+    _run(tmp_path, _recipe(corpus, marian, out, **{flag: True}, **common), callbacks=[seen])
+    assert seen.layers and all(seen.layers)  # every layer stack checkpoints while it trains
+    vanilla = AutoModelForSeq2SeqLM.from_pretrained(marian).state_dict()
+    merged = AutoModelForSeq2SeqLM.from_pretrained(out).state_dict()
+    adapted = [key for key in vanilla if key.endswith(("q_proj.weight", "v_proj.weight"))]
+    assert adapted and all(not torch.equal(merged[key], vanilla[key]) for key in adapted)
+    gates = _gates(merged)
+    assert gates and all(gate.abs().sum() > 0 for gate in gates.values())
