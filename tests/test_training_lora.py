@@ -10,6 +10,7 @@ best-checkpoint reload takes that checkpoint's.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -195,6 +196,8 @@ def test_lora_settings_are_checked_before_any_data_work_and_on_resume(marian, co
 
     real = arguments.importlib.util.find_spec
     monkeypatch.setattr(arguments.importlib.util, "find_spec", lambda name: None if name == "peft" else real(name))
+    # what the message installs (no tomllib: the lowest leg runs Python 3.10)
+    assert re.search(r'^lora = \["peft>=', (REPO_ROOT / "pyproject.toml").read_text(), re.MULTILINE)
     with pytest.raises(ValueError, match=r"lora_r needs PEFT, which is not installed: pip install 'hf_graphtf\[lora\]"):
         parse_recipe_args([str(write_recipe(tmp_path / "nopeft.yaml", _recipe(corpus, marian, tmp_path / "x")))])
 
