@@ -117,6 +117,13 @@ def test_lora_trains_the_adapted_projections_and_what_the_options_add_and_saves_
     else:
         new = [key for key in merged if key not in vanilla]
         assert new and not (checkpoint / EXTRA_PARAMETERS_FILE).exists()
+        # graph attention's modules trained whole (saved with the adapter), and the merged model holds them
+        whole = {
+            k.removeprefix("base_model.model."): w
+            for k, w in load_file(checkpoint / "adapter_model.safetensors").items()
+        }
+        whole = {key: weight for key, weight in whole.items() if "lora_" not in key}
+        assert set(whole) == set(new) and all(torch.equal(merged[key], whole[key]) for key in new)
 
     # evaluated again, from the merged model and, when only the checkpoints are left, from the best adapter
     again = _run(tmp_path, recipe)
