@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +59,24 @@ def experiments():
 
     names = ("archive", "rows", "grid", "speeds", "comparisons", "figures", "sections", "run_grid", "report")
     return {name: importlib.import_module(f"recipes.experiments.{name}") for name in names}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The toy es-en corpus (`recipe_fixtures.write_tiny_corpus`), written once per test module."""
+    from recipe_fixtures import write_tiny_corpus
+
+    return write_tiny_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module", params=sorted(MODEL_FAMILIES))
+def stand_in(request, corpus, tmp_path_factory) -> tuple[str, Path]:
+    """(family, folder): a locally saved vanilla checkpoint of each family, standing in for its Hub model
+    (opus-mt, BART, NLLB-200) in the fine-tuning tests, once per test module."""
+    from recipe_fixtures import write_opus_mt_stand_in
+
+    family = request.param
+    return family, write_opus_mt_stand_in(tmp_path_factory.mktemp(family) / "vanilla", corpus, family)
 
 
 @pytest.fixture(scope="session")

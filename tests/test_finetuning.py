@@ -16,7 +16,6 @@ from recipe_fixtures import (
     tiny_recipe,
     write_opus_mt_stand_in,
     write_recipe,
-    write_tiny_corpus,
 )
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianTokenizer, T5Config
 
@@ -38,17 +37,6 @@ OPTIONS = {
 }
 #: parameter names a graph layer adds next to the vanilla layer's (layer 0 stays vanilla)
 GRAPH_MODULES = ("mid_attn_inc", "mid_attn_prev", "low_proj", "self_gate")
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return write_tiny_corpus(tmp_path_factory.mktemp("finetune") / "corpus")
-
-
-@pytest.fixture(scope="module", params=sorted(FAMILIES))
-def stand_in(request, corpus, tmp_path_factory):
-    family = request.param
-    return family, write_opus_mt_stand_in(tmp_path_factory.mktemp(family) / "vanilla", corpus, family)
 
 
 def _skip_unless_defined(family: str, options: dict) -> None:

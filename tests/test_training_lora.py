@@ -28,7 +28,6 @@ from recipe_fixtures import (
     tiny_recipe,
     write_opus_mt_stand_in,
     write_recipe,
-    write_tiny_corpus,
 )
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, TrainerCallback
@@ -44,17 +43,6 @@ OPTIONS = {
     "graph-gate": {"graph_attention": True, "graph_fusion": "gate"},
 }
 LORA = {"lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return write_tiny_corpus(tmp_path_factory.mktemp("lora") / "corpus")
-
-
-@pytest.fixture(scope="module", params=sorted(FAMILIES))
-def stand_in(request, corpus, tmp_path_factory):
-    family = request.param
-    return family, write_opus_mt_stand_in(tmp_path_factory.mktemp(family) / "vanilla", corpus, family)
 
 
 @pytest.fixture(scope="module")
