@@ -81,22 +81,31 @@ def built_corpus_record(corpus: str) -> dict[str, Any]:
     }
 
 
-def software_record(code_paths: tuple[str, ...] = ("hf_graphtf",)) -> dict[str, Any]:
+#: the folder holding the package: the top of its git checkout when it runs from one, a site-packages folder
+#: when it was installed from a wheel (which may itself lie inside the user's own repository)
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+
+
+def software_record(code_paths: tuple[str, ...] = ("hf_graphtf",), root: Path = PACKAGE_PARENT) -> dict[str, Any]:
     """The package's commit (when run from a git checkout), which files under ``code_paths`` (relative to
     the checkout) differ from it, and the versions of the libraries that compute. The experiment runner
-    adds the training script to ``code_paths``: it too decides what a run computes."""
+    adds the training script to ``code_paths``: it too decides what a run computes.
+
+    The commit is recorded only when ``root`` is the top of a checkout: an install into a virtualenv inside
+    the user's own repository would otherwise record that repository's commit as the package's, silently
+    (its version is in ``packages`` either way)."""
     import subprocess
     from importlib.metadata import PackageNotFoundError, version
 
-    root = Path(__file__).resolve().parents[2]
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True, timeout=10)
+        return done.stdout
+
+    commit, changed = None, []
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", *code_paths],
-            capture_output=True, text=True, check=True, timeout=10,
-        ).stdout.splitlines()  # fmt: skip
+        if Path(git("rev-parse", "--show-toplevel").strip()).resolve() == root.resolve():
+            commit = git("rev-parse", "HEAD").strip()
+            changed = git("status", "--porcelain", "--untracked-files=no", "--", *code_paths).splitlines()
     except (OSError, subprocess.SubprocessError):
         commit, changed = None, []
     packages = {}
