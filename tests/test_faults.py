@@ -322,6 +322,17 @@ def test_unusable_model_sources_are_named_by_the_cli(tmp_path, capsys, make, mes
     assert message in error and str(source) in error
 
 
+def test_a_bare_name_that_is_no_folder_and_no_reachable_hub_model_is_one_line(tmp_path, capsys, monkeypatch):
+    """`--model quickstart` meant as a folder: a Hub id to Transformers, which (offline here) fails with a
+    chained traceback; the CLI names both readings in one line instead."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert cli_main(["translate", "--model", "quickstart", "--input", str(_write(tmp_path / "in.txt", "Hola."))]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: quickstart: no folder of that name here, and as a Hub id: ")
+    assert len(error.strip().splitlines()) == 1
+
+
 def test_a_folder_without_config_lists_what_it_holds(tmp_path, capsys):
     _write(tmp_path / "tokenizer.json", "{}")
     assert cli_main(["translate", "--model", str(tmp_path)]) == 2
