@@ -10,7 +10,6 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -97,21 +96,15 @@ def load_model(
 
     import hf_graphtf  # noqa: F401  (registers graph_marian / graph_bart with the Auto classes)
 
-    from .model_files import ModelFolderError, check_model_source
+    from .model_files import check_model_source, named_source
 
     check_model_source(name)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    try:
+    with named_source(name):
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForSeq2SeqLM.from_pretrained(
             name, dtype=getattr(torch, DTYPES[dtype]), attn_implementation=attn_implementation
         )
-    except OSError as error:
-        if Path(name).expanduser().exists():
-            raise
-        # a bare name (a mistyped folder, or a Hub id the Hub cannot give): one line, not a chained traceback
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ModelFolderError(f"{name}: no folder of that name here, and as a Hub id: {reason}") from error
     return tokenizer, model.to(device).eval()
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import UserError
@@ -123,4 +125,20 @@ def check_model_source(name: str | os.PathLike[str], *, weights: bool = True) ->
         raise ModelFolderError(problem)
 
 
-__all__ = ["ModelFolderError", "check_model_source", "safetensors_problem", "weights_problem"]
+@contextmanager
+def named_source(name: str | os.PathLike[str]) -> Iterator[None]:
+    """Loading from ``name`` inside: a name that is no folder here goes to the Hub, and when the Hub cannot give
+    it (no such id, no network, offline) Transformers raises an `OSError` chained several deep. That becomes
+    one `ModelFolderError` naming both readings: often the name was a mistyped folder (``quickstart`` for
+    ``outputs/quickstart``), which `check_model_source` cannot tell from a Hub id."""
+    try:
+        yield
+    except OSError as error:
+        text = os.fspath(name)
+        if Path(text).expanduser().exists():
+            raise
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ModelFolderError(f"{text}: no folder of that name here, and as a Hub id: {reason}") from error
+
+
+__all__ = ["ModelFolderError", "check_model_source", "named_source", "safetensors_problem", "weights_problem"]

@@ -34,6 +34,7 @@ from hf_graphtf.cli import main as cli_main
 from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.data.corpora import CorpusError
 from hf_graphtf.model_files import ModelFolderError, check_model_source
+from hf_graphtf.training import run_translation
 from hf_graphtf.training.arguments import parse_recipe_args
 from hf_graphtf.training.checkpoints import STAGING_DIR, newest_complete_checkpoint
 
@@ -331,6 +332,20 @@ def test_a_bare_name_that_is_no_folder_and_no_reachable_hub_model_is_one_line(tm
     error = capsys.readouterr().err
     assert error.startswith("error: quickstart: no folder of that name here, and as a Hub id: ")
     assert len(error.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("tokenizer_name_or_path", [None, "saved"], ids=["tokenizer-from-it", "model-only"])
+def test_fine_tuning_from_a_bare_name_the_hub_cannot_give_is_one_error(
+    tmp_path, saved_model, monkeypatch, tokenizer_name_or_path
+):
+    """The same for `model_name_or_path`, whether the tokenizer or the model's config is read from it first."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    tokenizer = str(saved_model) if tokenizer_name_or_path else None
+    recipe = tiny_recipe(write_tiny_corpus(tmp_path / "corpus"), tmp_path / "out", model_name_or_path="opus-mt-typo")
+    recipe = {**recipe, "tokenizer_name_or_path": tokenizer, "max_steps": 1}
+    with pytest.raises(ModelFolderError, match="^opus-mt-typo: no folder of that name here, and as a Hub id: "):
+        run_translation(*parse_recipe_args([str(write_recipe(tmp_path / "recipe.yaml", recipe))]))
 
 
 def test_a_folder_without_config_lists_what_it_holds(tmp_path, capsys):

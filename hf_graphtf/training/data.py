@@ -13,7 +13,7 @@ from transformers import (
 )
 
 from ..data import load_parallel_corpus
-from ..model_files import check_model_source
+from ..model_files import check_model_source, named_source
 from ..tokenization import train_joint_tokenizer
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments
 from .log_lines import announce
@@ -75,7 +75,8 @@ def build_tokenizer(
     source = model_args.tokenizer_name_or_path or checkpoint or model_args.model_name_or_path
     if source is not None:
         check_model_source(source, weights=False)
-        return AutoTokenizer.from_pretrained(source)
+        with named_source(source):
+            return AutoTokenizer.from_pretrained(source)
     if train_split is None:
         raise ValueError("no tokenizer to use: set tokenizer_name_or_path or model_name_or_path, or train (do_train).")
     record = {

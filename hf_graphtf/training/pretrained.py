@@ -17,7 +17,7 @@ from transformers.utils import logging
 
 from ..configuration import GRAPH_OPTION_DEFAULTS
 from ..families import FAMILY_OF_MODEL_TYPE
-from ..model_files import check_model_source
+from ..model_files import check_model_source, named_source
 
 logger = logging.get_logger(__name__)
 
@@ -73,7 +73,8 @@ def load_pretrained_with_options(
     modules the options add are initialised (and listed in Transformers' "newly initialized" warning).
     """
     check_model_source(source, weights=False)
-    config_dict, _ = PretrainedConfig.get_config_dict(source)
+    with named_source(source):
+        config_dict, _ = PretrainedConfig.get_config_dict(source)
     model_type = config_dict.get("model_type")
     family, config_class, model_class = checkpoint_family(model_type, source)
     check_model_source(source)  # the weights, once the model type is known to be usable
