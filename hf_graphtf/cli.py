@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import UserError, report_user_error
-from .inference import DTYPES, LongInputWarning, load_model, translate_texts
+from .inference import DTYPES, TranslationInputWarning, load_model, translate_texts
 
 DEFAULT_CORPUS_DIR = "data/bible-es-en"
 DEFAULT_BUCKETS = (10, 20, 30, 40, 50)
@@ -52,10 +52,11 @@ def _open_output(path: str) -> TextIO:
 
 def _translate_with(args: argparse.Namespace, texts: Sequence[str]) -> list[str]:
     """Translate with the model and generation options of a subcommand's arguments; lines translated in
-    pieces (longer than the model reads) are named on standard error in one line."""
+    pieces (longer than the model reads), and lines holding text the vocabulary lacks, are named on
+    standard error, one line each."""
     tokenizer, model = _load(args)
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", LongInputWarning)
+        warnings.simplefilter("always", TranslationInputWarning)
         translations = translate_texts(
             tokenizer,
             model,
@@ -66,7 +67,7 @@ def _translate_with(args: argparse.Namespace, texts: Sequence[str]) -> list[str]
             progress=not args.quiet and sys.stderr.isatty(),
         )
     for warning in caught:
-        if issubclass(warning.category, LongInputWarning):
+        if issubclass(warning.category, TranslationInputWarning):
             print(f"warning: {warning.message}", file=sys.stderr, flush=True)
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)

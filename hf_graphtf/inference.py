@@ -24,7 +24,11 @@ DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 _SENTENCE_END = re.compile(r"(?<=[.!?;\u2026\u3002\uff01\uff1f])\s+")
 
 
-class LongInputWarning(UserWarning):
+class TranslationInputWarning(UserWarning):
+    """Something about the input lines that changes what the translation can hold; the CLI prints these."""
+
+
+class LongInputWarning(TranslationInputWarning):
     """Some lines were longer than the model reads and were translated in pieces (nothing was dropped).
 
     ``lines`` holds their 1-based numbers; ``mid_sentence`` those of them where a single sentence was
@@ -35,6 +39,56 @@ class LongInputWarning(UserWarning):
         super().__init__(message)
         self.lines = lines
         self.mid_sentence = mid_sentence
+
+
+class UnknownTextWarning(TranslationInputWarning):
+    """Some lines hold text the model's vocabulary lacks (characters never seen in its training data: a
+    currency sign, an emoji, another script). The tokenizer maps it to its unknown token, so the model never
+    sees it, and it is most likely missing from the translation.
+
+    ``lines`` maps each such line's 1-based number to the pieces of it that became the unknown token."""
+
+    def __init__(self, message: str, lines: dict[int, list[str]]):
+        super().__init__(message)
+        self.lines = lines
+
+
+def unknown_text(tokenizer: Any, text: str) -> list[str]:
+    """The pieces of ``text`` the tokenizer maps to its unknown token, each once, in order of appearance.
+
+    A fast tokenizer names them by its offsets; a slow one (opus-mt's `MarianTokenizer`) character by
+    character, once the whole line has shown an unknown token."""
+    unknown_id = tokenizer.unk_token_id
+    if unknown_id is None:
+        return []
+    if getattr(tokenizer, "is_fast", False):
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        pieces = [text[a:b] for i, (a, b) in zip(encoded["input_ids"], encoded["offset_mapping"]) if i == unknown_id]
+        return list(dict.fromkeys(piece.strip() or piece for piece in pieces))
+    if unknown_id not in tokenizer(text, add_special_tokens=False)["input_ids"]:
+        return []
+    return [
+        char
+        for char in dict.fromkeys(text)
+        if not char.isspace() and unknown_id in tokenizer(char, add_special_tokens=False)["input_ids"]
+    ]
+
+
+def _numbers(lines: list[int]) -> str:
+    shown = ", ".join(str(n) for n in lines[:20])
+    return shown + (f" and {len(lines) - 20} more" if len(lines) > 20 else "")
+
+
+def _unknown_text_message(lines: dict[int, list[str]], unknown_token: str) -> str:
+    named = "; ".join(
+        f"line {number}: {', '.join(repr(piece) for piece in pieces[:5])}{' ...' if len(pieces) > 5 else ''}"
+        for number, pieces in list(lines.items())[:20]
+    )
+    more = f"; and {len(lines) - 20} more line(s)" if len(lines) > 20 else ""
+    return (
+        f"{len(lines)} line(s) hold text the model's vocabulary lacks: it reaches the model as {unknown_token} "
+        f"and is most likely missing from the translation ({named}{more})"
+    )
 
 
 def _pack(units: list[str], fits: Callable[[str], bool]) -> list[str]:
@@ -129,7 +183,8 @@ def translate_texts(
     Nothing is truncated: a line longer than the model reads (`source_token_limit`) is translated in pieces,
     split at sentence boundaries (between words only where one sentence is too long alone), and the
     pieces' translations are joined with a space. Such lines are reported in one `LongInputWarning`
-    naming them, which the CLI prints."""
+    naming them, and lines holding text the vocabulary lacks in one `UnknownTextWarning` naming that text;
+    the CLI prints both."""
     limit = source_token_limit(tokenizer, model)
 
     def fits(text: str) -> bool:
@@ -138,9 +193,13 @@ def translate_texts(
     pieces: list[str] = []
     owners: list[int] = []  # the line each piece belongs to
     split_lines, cut_lines = [], []
+    unknown_lines: dict[int, list[str]] = {}
     for index, text in enumerate(texts):
         if not text.strip():
             continue
+        unknown = unknown_text(tokenizer, text)
+        if unknown:
+            unknown_lines[index + 1] = unknown
         parts, cut = split_to_fit(text, fits)
         if len(parts) > 1:
             split_lines.append(index + 1)
@@ -157,20 +216,19 @@ def translate_texts(
     if split_lines:
         message = _long_lines_message(split_lines, cut_lines, limit)
         warnings.warn(LongInputWarning(message, split_lines, cut_lines), stacklevel=2)
+    if unknown_lines:
+        message = _unknown_text_message(unknown_lines, tokenizer.unk_token)
+        warnings.warn(UnknownTextWarning(message, unknown_lines), stacklevel=2)
     return outputs
 
 
 def _long_lines_message(split_lines: list[int], cut_lines: list[int], limit: int) -> str:
-    def numbers(lines: list[int]) -> str:
-        shown = ", ".join(str(n) for n in lines[:20])
-        return shown + (f" and {len(lines) - 20} more" if len(lines) > 20 else "")
-
     message = (
         f"{len(split_lines)} line(s) longer than the model reads ({limit} tokens) were translated in pieces split "
-        f"at sentence boundaries and joined: line {numbers(split_lines)}"
+        f"at sentence boundaries and joined: line {_numbers(split_lines)}"
     )
     if cut_lines:
-        message += f"; in line {numbers(cut_lines)} a sentence was itself too long and was cut between words"
+        message += f"; in line {_numbers(cut_lines)} a sentence was itself too long and was cut between words"
     return message
 
 
@@ -245,6 +303,8 @@ def reference_lists(split: Dataset, tgt_lang: str) -> tuple[list[list[str]], lis
 __all__ = [
     "DTYPES",
     "LongInputWarning",
+    "TranslationInputWarning",
+    "UnknownTextWarning",
     "decode_token_ids",
     "length_sorted_batches",
     "load_model",
@@ -252,4 +312,5 @@ __all__ = [
     "source_token_limit",
     "split_to_fit",
     "translate_texts",
+    "unknown_text",
 ]
