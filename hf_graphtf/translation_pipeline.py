@@ -13,6 +13,7 @@ This module travels with saved checkpoints: it imports only Transformers (throug
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from transformers import GenerationConfig, Pipeline
@@ -21,6 +22,10 @@ from .transformers_seam import pipeline_generate_kwargs
 
 #: the task name a checkpoint's ``custom_pipelines`` entry declares
 TASK = "translation"
+
+
+class TruncatedInputWarning(UserWarning):
+    """An input was longer than the tokenizer's limit and was cut: the rest of it is not translated."""
 
 
 class TranslationPipeline(Pipeline):
@@ -44,7 +49,18 @@ class TranslationPipeline(Pipeline):
     def preprocess(self, text: str, truncation: bool = True, max_length: int | None = None) -> dict[str, Any]:
         if not isinstance(text, str):
             raise ValueError(f"The translation pipeline takes strings; got {type(text).__name__}.")
-        return self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
+        encoded = self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
+        if truncation:  # as Transformers 4's pipeline did, but not silently: the cut text is not translated
+            length = len(self.tokenizer(text, verbose=False)["input_ids"])
+            kept = encoded["input_ids"].shape[-1]
+            if length > kept:
+                message = (
+                    f"translation pipeline: an input of {length} tokens was cut to the first {kept}, and the rest of "
+                    "it is not translated; split it, or use hf_graphtf's translate_texts (or `hf-graphtf translate`), "
+                    "which translates long lines in pieces"
+                )
+                warnings.warn(TruncatedInputWarning(message), stacklevel=2)
+        return encoded
 
     def _forward(self, model_inputs: dict[str, Any], generate_kwargs: dict[str, Any]) -> dict[str, Any]:
         generate_kwargs = pipeline_generate_kwargs(self, generate_kwargs)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
 
 from hf_graphtf import TranslationPipeline
 from hf_graphtf.families import FAMILIES as MODEL_FAMILIES
+from hf_graphtf.translation_pipeline import TruncatedInputWarning
 
 IO_MATRIX = ["vanilla", "al-both-cum", "al-dec-cum-gate", "graph-half-shared-self_gate", "graph-gate+al-dec-cum"]
 
@@ -162,6 +164,17 @@ def test_translation_pipeline_directly_and_from_a_checkpoint(family, tiny_tokeni
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["TranslationPipeline", "2", "str"]
+
+
+def test_the_pipeline_says_when_it_cuts_an_input(tiny_tokenizer):
+    """It truncates at the tokenizer's limit, as Transformers 4's did, and warns: the cut text is not translated."""
+    model = tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32)
+    translator = TranslationPipeline(model=model, tokenizer=tiny_tokenizer, device="cpu")
+    with pytest.warns(TruncatedInputWarning, match="an input of 9 tokens was cut to the first 5"):
+        translator("w5 w6 w7 w8 w9 w10 w11 w12", max_length=5, max_new_tokens=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncatedInputWarning)
+        translator("w5 w6 w7", max_length=5, max_new_tokens=3)  # fits: no warning
 
 
 def test_importing_the_package_leaves_transformers_pipeline_tables_alone(tmp_path):
