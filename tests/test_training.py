@@ -439,3 +439,29 @@ def test_the_evaluate_metric_loads_from_its_folder_and_gives_the_runs_scores(tmp
     ]
     both = metric.compute(predictions=hypotheses, references=multi, tokenized=False)
     assert both["bleu"] == trained.results["test_multi_reference"]["bleu"] and "bleu_tokenized" not in both
+
+
+def test_sentences_cut_to_the_maximum_lengths_are_counted_and_said(tmp_path, capsys):
+    """Truncation is what every Transformers training script does; here it is not silent. Each split's cut
+    sources and targets are counted against a re-tokenization of the raw text, said in one line before
+    training, and kept in results.json."""
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    recipe = {**tiny_recipe(corpus, tmp_path / "out", max_steps=1, eval_steps=1, save_steps=1), "max_target_length": 6}
+    run_translation(*parse_recipe_args([str(write_recipe(tmp_path / "recipe.yaml", recipe))]))
+    err = capsys.readouterr().err
+    cuts = json.loads((tmp_path / "out" / "results.json").read_text())["data"]["cut_to_max_length"]
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
+    for role, split in (("train", "train"), ("validation", "valid"), ("test", "test")):
+        lines = [json.loads(line) for line in (corpus / f"{split}.jsonl").read_text().splitlines()]
+        targets = [len(tokenizer(text_target=line["translation"]["en"])["input_ids"]) for line in lines]
+        sources = [len(tokenizer(line["translation"]["es"])["input_ids"]) for line in lines]
+        expected = {"pairs": len(lines), "sources": sum(n > 32 for n in sources)}
+        expected["targets"] = sum(n > 6 for n in targets)
+        assert cuts[role] == expected and expected["targets"] > 0, role
+        assert f"{role}: of {len(lines)} pairs, {expected['targets']} targets longer than max_target_length (6)" in err
+    assert "sources longer than" not in err  # none is longer than 32 tokens
+    assert "(validation BLEU compares translations with the cut references)" in err
+    assert "(only the test loss sees it: test BLEU uses the whole references)" in err

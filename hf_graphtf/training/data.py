@@ -123,13 +123,20 @@ def _saved_record(path: str) -> dict[str, Any] | None:
         return None
 
 
+#: the columns `tokenize_splits` adds while tokenizing, to count what the maximum lengths cut (then removed)
+_CUT_COLUMNS = ("source_cut", "target_cut")
+
+
 def tokenize_splits(
     splits: dict[str, Dataset],
     tokenizer: PreTrainedTokenizerBase,
     data_args: DataArguments,
     training_args: TranslationTrainingArguments,
-) -> dict[str, Dataset]:
-    """Source ids and target labels (each ending in ``</s>``), truncated to the maximum lengths."""
+) -> tuple[dict[str, Dataset], dict[str, dict[str, int]]]:
+    """Source ids and target labels (each ending in ``</s>``), truncated to the maximum lengths; and, per
+    split, how many pairs there are and how many sources and targets the truncation cut (`cut_lines` says
+    it: a cut test source is translated in part and scored against the whole reference, a cut training
+    target teaches the model to stop early)."""
 
     def preprocess(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         sources = [pair[data_args.src_lang] for pair in batch["translation"]]
@@ -137,7 +144,21 @@ def tokenize_splits(
         features = tokenizer(sources, max_length=data_args.max_source_length, truncation=True)
         labels = tokenizer(text_target=targets, max_length=data_args.max_target_length, truncation=True)
         features["labels"] = labels["input_ids"]
+        features["source_cut"] = _cut(sources, features["input_ids"], data_args.max_source_length, target=False)
+        features["target_cut"] = _cut(targets, labels["input_ids"], data_args.max_target_length, target=True)
         return features
+
+    def _cut(texts: list[str], kept: list[list[int]], max_length: int, target: bool) -> list[bool]:
+        """Whether truncation cut each text: only one kept at the maximum length may have been, so only those
+        are tokenized again, whole (as targets or sources: NLLB's language codes differ)."""
+        at_limit = [i for i, ids in enumerate(kept) if len(ids) >= max_length]
+        cut = [False] * len(texts)
+        if at_limit:
+            chosen = [texts[i] for i in at_limit]
+            whole = tokenizer(text_target=chosen, verbose=False) if target else tokenizer(chosen, verbose=False)
+            for i, ids in zip(at_limit, whole["input_ids"]):
+                cut[i] = len(ids) > len(kept[i])
+        return cut
 
     tokenized = {}
     with training_args.main_process_first(desc="tokenizing the corpus"):
@@ -149,10 +170,47 @@ def tokenize_splits(
                 num_proc=data_args.preprocessing_num_workers,
                 desc=f"Tokenizing the {role} split",
             )
+    cuts = {}
+    for role, split in tokenized.items():
+        cuts[role] = {"pairs": len(split), "sources": sum(split["source_cut"]), "targets": sum(split["target_cut"])}
+        tokenized[role] = split.remove_columns(list(_CUT_COLUMNS))
     if "validation" in tokenized:
         # Validation BLEU compares predictions with labels in whatever order they come; generation
         # waits for the longest sentence of each batch, so batches of similar lengths are much faster.
         validation = tokenized["validation"]
         lengths = [len(ids) for ids in validation["input_ids"]]
         tokenized["validation"] = validation.select(sorted(range(len(lengths)), key=lengths.__getitem__))
-    return tokenized
+    return tokenized, cuts
+
+
+#: what a cut does, by split and side: the test split is scored against the corpus's whole references,
+#: validation BLEU against the (cut) labels
+_CUT_EFFECTS = {
+    ("train", "sources"): "the model learns from the cut sentences",
+    ("train", "targets"): "the model learns from the cut sentences",
+    ("validation", "sources"): "their translations miss what was cut",
+    ("validation", "targets"): "validation BLEU compares translations with the cut references",
+    ("test", "sources"): "their translations miss what was cut and are scored against whole references",
+    ("test", "targets"): "only the test loss sees it: test BLEU uses the whole references",
+}
+
+
+def cut_lines(cuts: dict[str, dict[str, int]], data_args: DataArguments) -> list[str]:
+    """One line per split whose sentences the maximum lengths cut, saying what that does to the run."""
+    limits = {
+        "sources": f"max_source_length ({data_args.max_source_length})",
+        "targets": f"max_target_length ({data_args.max_target_length})",
+    }
+    lines = []
+    for role, count in cuts.items():
+        parts = [
+            f"{count[side]:,} {side} longer than {limit} are cut to it ({_CUT_EFFECTS.get((role, side), 'cut')})"
+            for side, limit in limits.items()
+            if count[side]
+        ]
+        if parts:
+            lines.append(
+                f"{role}: of {count['pairs']:,} pairs, {', and '.join(parts)}; raise the maximum lengths (up to the "
+                "model's max_position_embeddings) to keep whole sentences"
+            )
+    return lines

@@ -37,7 +37,7 @@ from .budget import TrainingTimeBudget, trained_seconds_in
 from .checkpoints import (
     checkpoint_step,
 )
-from .data import build_tokenizer, load_splits, tokenize_splits
+from .data import build_tokenizer, cut_lines, load_splits, tokenize_splits
 from .evaluation import evaluate_test_split
 from .hub import card_model_id, create_hub_repo, upload_to_hub
 from .language_codes import apply_language_codes
@@ -121,7 +121,9 @@ def _run_translation(
     if codes:
         announce(training_args, codes)
     announce(training_args, "tokenizing " + ", ".join(f"{len(split):,} {role}" for role, split in splits.items()))
-    tokenized = tokenize_splits(splits, tokenizer, data_args, training_args)
+    tokenized, cuts = tokenize_splits(splits, tokenizer, data_args, training_args)
+    for line in cut_lines(cuts, data_args):
+        announce(training_args, line)
 
     all_callbacks = list(callbacks)
     early_stopping = None
@@ -147,6 +149,7 @@ def _run_translation(
     check_launch_engine(trainer)
     check_adapter_engine(trainer.model, trainer.accelerator.distributed_type.value)
     results = run_record(model, model_args, data_args, training_args)
+    results["data"]["cut_to_max_length"] = cuts
     if finished is not None:
         results["train"] = earlier_train_record(training_args.output_dir, checkpoint)
     if training_args.do_train:
