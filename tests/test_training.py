@@ -465,3 +465,21 @@ def test_sentences_cut_to_the_maximum_lengths_are_counted_and_said(tmp_path, cap
     assert "sources longer than" not in err  # none is longer than 32 tokens
     assert "(validation BLEU compares translations with the cut references)" in err
     assert "(only the test loss sees it: test BLEU uses the whole references)" in err
+
+
+def test_evaluation_sources_that_occur_in_the_training_split_are_counted_and_said(tmp_path, capsys):
+    """A user's corpus whose test split repeats training sentences scores memory; the run says so and keeps
+    the counts. Case and spacing aside, as the Bible builders' deduplication compares sources."""
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    train = [json.loads(line) for line in (corpus / "train.jsonl").read_text().splitlines()]
+    test = [json.loads(line) for line in (corpus / "test.jsonl").read_text().splitlines()]
+    test[2]["translation"]["es"] = train[5]["translation"]["es"].upper().replace(" ", "  ")  # a repeat
+    test[4]["translation"]["es"] = train[9]["translation"]["es"]
+    (corpus / "test.jsonl").write_text("".join(json.dumps(record) + "\n" for record in test))
+    recipe = tiny_recipe(corpus, tmp_path / "out", max_steps=1, eval_steps=1, save_steps=1)
+    run_translation(*parse_recipe_args([str(write_recipe(tmp_path / "recipe.yaml", recipe))]))
+    err = capsys.readouterr().err
+    data = json.loads((tmp_path / "out" / "results.json").read_text())["data"]
+    assert data["sources_also_in_train"] == {"validation": 0, "test": 2}
+    assert f"test: 2 of {len(test)} sources also occur in the training split" in err
+    assert "validation: 0 of" not in err

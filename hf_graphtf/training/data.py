@@ -13,6 +13,7 @@ from transformers import (
 )
 
 from ..data import load_parallel_corpus
+from ..data.splits import source_key
 from ..model_files import check_model_source, named_source
 from ..tokenization import train_joint_tokenizer
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments
@@ -46,6 +47,33 @@ def load_splits(data_args: DataArguments, training_args: TranslationTrainingArgu
             split = split.select([i * len(split) // limit for i in range(limit)] if spread else range(limit))
         splits[role] = split
     return splits
+
+
+def overlap_with_train(splits: dict[str, Dataset], src_lang: str) -> dict[str, int]:
+    """For the validation and test splits of a run that trains: how many of their sources occur in the
+    training split, the same sentence as the Bible builders' deduplication counts it (`source_key`: case and
+    spacing aside). A test sentence the model was trained on is scored on memory, not translation, and
+    nothing else would say so; the Bible corpora have none (their builders drop such pairs)."""
+    if "train" not in splits:
+        return {}
+    seen = set()
+    for batch in splits["train"].iter(batch_size=10_000):
+        seen.update(source_key(pair[src_lang]) for pair in batch["translation"])
+    return {
+        role: sum(source_key(pair[src_lang]) in seen for pair in splits[role]["translation"])
+        for role in ("validation", "test")
+        if role in splits
+    }
+
+
+def overlap_lines(overlap: dict[str, int], splits: dict[str, Dataset]) -> list[str]:
+    """One line per evaluation split that shares sources with the training split."""
+    return [
+        f"{role}: {count:,} of {len(splits[role]):,} sources also occur in the training split (case and spacing "
+        "aside); scores on them measure what the model memorised, not how it translates: drop them from one split"
+        for role, count in overlap.items()
+        if count
+    ]
 
 
 def _evaluates(training_args: TranslationTrainingArguments) -> bool:

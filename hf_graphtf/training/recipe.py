@@ -37,7 +37,7 @@ from .budget import TrainingTimeBudget, trained_seconds_in
 from .checkpoints import (
     checkpoint_step,
 )
-from .data import build_tokenizer, cut_lines, load_splits, tokenize_splits
+from .data import build_tokenizer, cut_lines, load_splits, overlap_lines, overlap_with_train, tokenize_splits
 from .evaluation import evaluate_test_split
 from .hub import card_model_id, create_hub_repo, upload_to_hub
 from .language_codes import apply_language_codes
@@ -110,6 +110,9 @@ def _run_translation(
         )
     announce(training_args, f"loading the corpus {data_args.corpus}")
     splits = load_splits(data_args, training_args)
+    overlap = overlap_with_train(splits, data_args.src_lang)
+    for line in overlap_lines(overlap, splits):
+        announce(training_args, line)
     tokenizer = build_tokenizer(model_args, data_args, training_args, splits.get("train"), checkpoint)
     if finished is None:
         model = build_model(model_args, data_args, training_args, tokenizer)
@@ -150,6 +153,7 @@ def _run_translation(
     check_adapter_engine(trainer.model, trainer.accelerator.distributed_type.value)
     results = run_record(model, model_args, data_args, training_args)
     results["data"]["cut_to_max_length"] = cuts
+    results["data"]["sources_also_in_train"] = overlap
     if finished is not None:
         results["train"] = earlier_train_record(training_args.output_dir, checkpoint)
     if training_args.do_train:
