@@ -128,7 +128,7 @@ def citations(options: dict[str, Any]) -> str:
 
 def limitations(results: dict[str, Any]) -> list[str]:
     """What a user must know about this particular run: how it stopped, whether it was still learning,
-    and the recipe's own notes (``card_limitations``)."""
+    evaluation sentences it had seen in training or cut, and the recipe's own notes (``card_limitations``)."""
     train, notes = results.get("train") or {}, []
     history = train.get("validation_bleu") or []
     still_rising = bool(history) and history[-1][1] >= max(bleu for _, bleu in history)
@@ -150,7 +150,17 @@ def limitations(results: dict[str, Any]) -> list[str]:
             f"Training stopped when validation BLEU stopped improving; the best checkpoint (step "
             f"{train.get('best_step')}) is the one saved."
         )
-    notes += list((results.get("data") or {}).get("card_limitations") or [])
+    data = results.get("data") or {}
+    for role, count in (data.get("sources_also_in_train") or {}).items():
+        if count:
+            notes.append(f"{count} {role} sources also occur in the training split: scores on them measure memory.")
+    test_cut = (data.get("cut_to_max_length") or {}).get("test") or {}
+    if test_cut.get("sources"):
+        notes.append(
+            f"{test_cut['sources']} of the {test_cut['pairs']} test sources were longer than the run's maximum source "
+            "length and were cut: their translations, scored against whole references, miss the rest."
+        )
+    notes += list(data.get("card_limitations") or [])
     return notes
 
 

@@ -141,6 +141,26 @@ def test_the_card_says_how_to_rebuild_the_corpus_and_what_the_run_left_undone():
     assert "stopped when validation BLEU stopped improving" in limitations and "undertrained" not in limitations
 
 
+def test_the_card_names_test_sentences_seen_in_training_or_cut():
+    results = copy.deepcopy(RESULTS)
+    results["data"].update(
+        sources_also_in_train={"validation": 0, "test": 3},
+        cut_to_max_length={
+            "train": {"pairs": 9, "sources": 2, "targets": 1},
+            "test": {"pairs": 50, "sources": 4, "targets": 7},
+        },
+    )
+    limitations = render_model_card(results, model_id="someone/x").split("## Limitations", 1)[1]
+    assert "- 3 test sources also occur in the training split: scores on them measure memory." in limitations
+    assert "- 4 of the 50 test sources were longer than the run's maximum source length and were cut" in limitations
+    assert "validation sources" not in limitations  # none
+    results["data"].update(
+        sources_also_in_train={"test": 0}, cut_to_max_length={"test": {"pairs": 5, "sources": 0, "targets": 2}}
+    )
+    limitations = render_model_card(results, model_id="someone/x").split("## Limitations", 1)[1]
+    assert "training split" not in limitations and "were cut" not in limitations  # a cut test target is not scored
+
+
 def test_card_without_test_scores_has_no_model_index():
     results = copy.deepcopy(RESULTS)
     del results["test"], results["test_multi_reference"], results["samples"]
