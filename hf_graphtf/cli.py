@@ -50,11 +50,13 @@ def _open_output(path: str) -> TextIO:
     return sys.stdout if path == "-" else open(path, "w", encoding="utf-8")
 
 
-def _translate_with(args: argparse.Namespace, texts: Sequence[str]) -> list[str]:
-    """Translate with the model and generation options of a subcommand's arguments; lines translated in
-    pieces (longer than the model reads), and lines holding text the vocabulary lacks, are named on
-    standard error, one line each."""
-    tokenizer, model = _load(args)
+def _translate_with(
+    args: argparse.Namespace, texts: Sequence[str], loaded: tuple[Any, Any] | None = None, first_line: int = 1
+) -> list[str]:
+    """Translate with the model (``loaded``, or loaded here) and generation options of a subcommand's
+    arguments; lines translated in pieces (longer than the model reads), and lines holding text the
+    vocabulary lacks, are named on standard error, one line each (``texts[0]`` is line ``first_line``)."""
+    tokenizer, model = loaded or _load(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TranslationInputWarning)
         translations = translate_texts(
@@ -65,6 +67,7 @@ def _translate_with(args: argparse.Namespace, texts: Sequence[str]) -> list[str]
             num_beams=args.beam_size,
             max_new_tokens=args.max_new_tokens,
             progress=not args.quiet and sys.stderr.isatty(),
+            first_line=first_line,
         )
     for warning in caught:
         if issubclass(warning.category, TranslationInputWarning):
@@ -103,13 +106,63 @@ def cmd_train(recipe_args: Sequence[str]) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    translations = _translate_with(args, _read_lines(args.input))
-    output = _open_output(args.output)
-    try:
-        output.writelines(text + "\n" for text in translations)
-    finally:
-        if output is not sys.stdout:
-            output.close()
+    texts = _read_lines(args.input)
+    if args.output != "-":
+        return _translate_to_file(args, texts, Path(args.output))
+    sys.stdout.writelines(text + "\n" for text in _translate_with(args, texts))
+    return 0
+
+
+#: batches translated between two appends to an output file's ``.partial`` copy: an interrupted run
+#: loses at most this many batches' work
+CHUNK_BATCHES = 50
+
+
+def _translate_to_file(args: argparse.Namespace, texts: list[str], output: Path) -> int:
+    """``--output FILE``: the translations go to ``FILE.partial`` chunk by chunk, beside a record of the
+    job, and the file is renamed to ``FILE`` once whole. An interrupted run leaves no ``FILE`` that
+    looks finished, and the same job run again resumes after the lines the partial file holds; a
+    partial file of another job (input, model or generation options) is refused, not mixed in."""
+    import hashlib
+    import os
+
+    partial = output.with_name(output.name + ".partial")
+    record = output.with_name(output.name + ".partial.json")
+    job = {
+        "input_sha256": hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest(),
+        "lines": len(texts),
+        **{name: getattr(args, name) for name in ("model", "beam_size", "max_new_tokens", "dtype")},
+    }
+    done = 0
+    if partial.exists() or record.exists():
+        recorded = json.loads(record.read_text(encoding="utf-8")) if record.exists() else {}
+        differing = [name for name in job if recorded.get(name) != job[name]]
+        if differing or not partial.exists():
+            raise InputError(
+                f"{partial} holds part of another translation (it differs in {', '.join(differing) or 'its file'}): "
+                f"delete it and {record.name} to start over"
+            )
+        data = partial.read_bytes()
+        whole = data.rfind(b"\n") + 1  # a line cut short by the interruption is translated again
+        if whole < len(data):
+            with open(partial, "r+b") as handle:
+                handle.truncate(whole)
+        done = data[:whole].count(b"\n")
+        print(f"resuming {output}: {done:,} of {len(texts):,} lines were translated before", file=sys.stderr)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(job), encoding="utf-8")
+        partial.write_bytes(b"")
+    loaded = _load(args)
+    chunk = CHUNK_BATCHES * args.batch_size
+    with open(partial, "a", encoding="utf-8") as handle:
+        for start in range(done, len(texts), chunk):
+            translations = _translate_with(args, texts[start : start + chunk], loaded, first_line=start + 1)
+            handle.writelines(text + "\n" for text in translations)
+            handle.flush()
+            os.fsync(handle.fileno())
+    os.replace(partial, output)
+    record.unlink()
     return 0
 
 

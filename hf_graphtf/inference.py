@@ -177,6 +177,7 @@ def translate_texts(
     num_beams: int | None = None,
     max_new_tokens: int | None = None,
     progress: bool = True,
+    first_line: int = 1,
 ) -> list[str]:
     """Translate ``texts`` in batches; blank lines stay blank. Unset options use the model's generation config.
 
@@ -184,7 +185,7 @@ def translate_texts(
     split at sentence boundaries (between words only where one sentence is too long alone), and the
     pieces' translations are joined with a space. Such lines are reported in one `LongInputWarning`
     naming them, and lines holding text the vocabulary lacks in one `UnknownTextWarning` naming that text;
-    the CLI prints both."""
+    the CLI prints both. The warnings number ``texts[0]`` as ``first_line`` (a chunk of a longer file)."""
     limit = source_token_limit(tokenizer, model)
 
     def fits(text: str) -> bool:
@@ -199,12 +200,12 @@ def translate_texts(
             continue
         unknown = unknown_text(tokenizer, text)
         if unknown:
-            unknown_lines[index + 1] = unknown
+            unknown_lines[index + first_line] = unknown
         parts, cut = split_to_fit(text, fits)
         if len(parts) > 1:
-            split_lines.append(index + 1)
+            split_lines.append(index + first_line)
             if cut:
-                cut_lines.append(index + 1)
+                cut_lines.append(index + first_line)
         pieces += parts
         owners += [index] * len(parts)
     translated = _translate_pieces(

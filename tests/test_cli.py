@@ -202,3 +202,51 @@ def test_train_reports_user_errors_in_one_line_with_the_exit_status_of_every_sub
         cli.main(["train", str(path)])
     assert stopped.value.code == 2
     assert capsys.readouterr().err == f"error: {path}: learning_rate: '1e-3x' is not a valid float.\n"
+
+
+def test_translating_to_a_file_resumes_after_an_interruption_and_refuses_another_jobs_leftovers(
+    trained, tmp_path, monkeypatch, capsys
+):
+    """`--output FILE` appends chunk by chunk to FILE.partial and renames it once whole: an interrupted run
+    leaves no FILE that looks finished, and rerunning the same job translates only what is missing."""
+    sources, _ = _test_pairs(trained)
+    (tmp_path / "in.es").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    argv = ["translate", "--model", str(trained.output_dir), "--input", str(tmp_path / "in.es"), "--batch-size", "1"]
+    options = ["--max-new-tokens", "6", "--beam-size", "2"]
+    assert cli.main([*argv, *options, "--output", str(tmp_path / "whole.en")]) == 0
+    whole = (tmp_path / "whole.en").read_text(encoding="utf-8")
+    assert len(whole.splitlines()) == len(sources) and not list(tmp_path.glob("*.partial*"))
+
+    monkeypatch.setattr(cli, "CHUNK_BATCHES", 3)  # chunks of 3 lines
+    translated_chunks = []
+    real = cli.translate_texts
+
+    def interrupted(*args, **kwargs):
+        if len(translated_chunks) == 1:
+            raise KeyboardInterrupt
+        translated_chunks.append(kwargs["first_line"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "translate_texts", interrupted)
+    out = tmp_path / "out.en"
+    with pytest.raises(KeyboardInterrupt):
+        cli.main([*argv, *options, "--output", str(out)])
+    assert not out.exists()
+    partial = tmp_path / "out.en.partial"
+    assert partial.read_text(encoding="utf-8") == "".join(whole.splitlines(keepends=True)[:3])
+    partial.write_bytes(partial.read_bytes() + b"half a transl")  # the interruption cut a line short
+    capsys.readouterr()
+
+    # another job's leftovers are refused, naming what differs
+    assert cli.main([*argv, "--max-new-tokens", "6", "--beam-size", "3", "--output", str(out)]) == 2
+    assert "out.en.partial holds part of another translation (it differs in beam_size)" in capsys.readouterr().err
+
+    translated_chunks.clear()
+    monkeypatch.setattr(
+        cli, "translate_texts", lambda *a, **k: (translated_chunks.append(k["first_line"]), real(*a, **k))[1]
+    )
+    assert cli.main([*argv, *options, "--output", str(out)]) == 0
+    assert f"resuming {out}: 3 of {len(sources)} lines were translated before" in capsys.readouterr().err
+    assert translated_chunks == list(range(4, len(sources) + 1, 3))  # from line 4 on, nothing twice
+    assert out.read_text(encoding="utf-8") == whole
+    assert not partial.exists() and not (tmp_path / "out.en.partial.json").exists()
