@@ -88,6 +88,9 @@ def test_text_the_vocabulary_lacks_is_named_not_dropped_silently(model, tiny_tok
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every word known: no warning
         translate_texts(tiny_tokenizer, model, [known], **gen)
+    with pytest.warns(UnknownTextWarning) as caught:  # a chunk of a longer file: lines numbered in the file
+        translate_texts(tiny_tokenizer, model, [known, unknown], first_line=41, **gen)
+    assert caught[0].message.lines == {42: ["zebra", "okapi"]}
 
 
 def test_a_slow_sentencepiece_tokenizer_names_the_unknown_characters(tmp_path):
