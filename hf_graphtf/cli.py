@@ -135,11 +135,14 @@ def _translate_to_file(args: argparse.Namespace, texts: list[str], output: Path)
     }
     done = 0
     if partial.exists() or record.exists():
-        recorded = json.loads(record.read_text(encoding="utf-8")) if record.exists() else {}
+        if not (partial.exists() and record.exists()):
+            left, missing = (partial, record) if partial.exists() else (record, partial)
+            raise InputError(f"{left} is left from a translation, without {missing.name}: delete it to start over")
+        recorded = json.loads(record.read_text(encoding="utf-8"))
         differing = [name for name in job if recorded.get(name) != job[name]]
-        if differing or not partial.exists():
+        if differing:
             raise InputError(
-                f"{partial} holds part of another translation (it differs in {', '.join(differing) or 'its file'}): "
+                f"{partial} holds part of another translation (it differs in {', '.join(differing)}): "
                 f"delete it and {record.name} to start over"
             )
         data = partial.read_bytes()

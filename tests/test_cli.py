@@ -241,6 +241,13 @@ def test_translating_to_a_file_resumes_after_an_interruption_and_refuses_another
     assert cli.main([*argv, "--max-new-tokens", "6", "--beam-size", "3", "--output", str(out)]) == 2
     assert "out.en.partial holds part of another translation (it differs in beam_size)" in capsys.readouterr().err
 
+    record = tmp_path / "out.en.partial.json"
+    saved = record.read_bytes()
+    record.unlink()  # a partial file without its record cannot be checked: refused too
+    assert cli.main([*argv, *options, "--output", str(out)]) == 2
+    assert "out.en.partial is left from a translation, without out.en.partial.json" in capsys.readouterr().err
+    record.write_bytes(saved)
+
     translated_chunks.clear()
     monkeypatch.setattr(
         cli, "translate_texts", lambda *a, **k: (translated_chunks.append(k["first_line"]), real(*a, **k))[1]
