@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,7 +28,13 @@ from safetensors.torch import load_file
 
 from hf_graphtf.tokenization import train_joint_tokenizer
 from hf_graphtf.training import parse_recipe_args, run_translation
-from hf_graphtf.training.precision import BF16_CPU_ATTENTION, cpu_has_bf16, resolve_attention, resolve_precision
+from hf_graphtf.training.precision import (
+    BF16_CPU_ATTENTION,
+    EmulatedPrecisionWarning,
+    cpu_has_bf16,
+    resolve_attention,
+    resolve_precision,
+)
 from hf_graphtf.training.resume import STOP_REASONS
 
 EXPERIMENTS = REPO_ROOT / "recipes" / "experiments"
@@ -240,7 +247,7 @@ def test_torch_compile_training_gives_finite_losses_and_the_same_checkpoint_form
 
 
 def _cpuinfo(tmp_path: Path, flags: str) -> Path:
-    path = tmp_path / "cpuinfo"
+    path = tmp_path / f"cpuinfo-{len(list(tmp_path.glob('cpuinfo-*')))}"  # one file per CPU, all kept
     path.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: fpu sse2 {flags}\n", encoding="utf-8")
     return path
 
@@ -250,8 +257,15 @@ def test_auto_precision_takes_bf16_only_on_a_cpu_with_bf16_instructions(tmp_path
     assert cpu_has_bf16(with_bf16) and resolve_precision("auto", use_cpu=True, cpuinfo=with_bf16) == "bf16"
     avx2 = _cpuinfo(tmp_path, "avx2 fma")
     assert not cpu_has_bf16(avx2) and resolve_precision("auto", use_cpu=True, cpuinfo=avx2) == "fp32"
-    assert resolve_precision("bf16", use_cpu=True, cpuinfo=avx2) == "bf16"  # asked for: kept
+    with pytest.warns(EmulatedPrecisionWarning, match="0.05x the speed of fp32"):
+        assert resolve_precision("bf16", use_cpu=True, cpuinfo=avx2) == "bf16"  # asked for: kept, and warned
     assert not cpu_has_bf16(tmp_path / "absent")  # not Linux: no flags, fp32
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing said where bf16 is native, on a GPU, or where flags are unknown
+        assert resolve_precision("bf16", use_cpu=True, cpuinfo=with_bf16) == "bf16"
+        assert resolve_precision("bf16", use_cpu=False, cpuinfo=avx2) == "bf16"
+        assert resolve_precision("bf16", use_cpu=True, cpuinfo=tmp_path / "absent") == "bf16"
+        assert resolve_precision("fp32", use_cpu=True, cpuinfo=avx2) == "fp32"
     with pytest.raises(ValueError, match="precision must be one of"):
         resolve_precision("fp8", use_cpu=True)
 

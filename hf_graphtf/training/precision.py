@@ -1,14 +1,16 @@
 """Which float precision a run trains in: ``precision: auto | fp32 | bf16``.
 
 bf16 autocast speeds a CPU run up only where the CPU has bf16 instructions (``avx512_bf16`` or AMX);
-on an AVX2-only CPU torch emulates bf16 and the run gets slower. The hosts this project trains on come
-in both kinds under one CPU model name, so ``auto`` decides on the machine the run starts on, and the
-run records what it chose (results.json, the grid's rows): a bf16 run and an fp32 run are different
-runs, whatever their recipe says.
+on an AVX2-only CPU torch emulates bf16 and a training step ran 18x slower than fp32 (measured:
+`BF16_EMULATED_SPEED`), so ``auto`` takes fp32 there and an explicit ``bf16`` is warned about. The
+hosts this project trains on come in several kinds under one CPU model name, so ``auto`` decides on
+the machine the run starts on, and the run records what it chose (results.json, the grid's rows): a
+bf16 run and an fp32 run are different runs, whatever their recipe says.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -41,6 +43,17 @@ def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
 #: 1.66x). A run keeps the kernel it started with when it resumes (`training.resume.keep_attention`),
 #: whatever this table says by then.
 BF16_CPU_ATTENTION = {"amx_bf16": "eager", "avx512_bf16": "eager"}
+#: bf16 autocast's training speed against fp32 on a CPU without bf16 instructions, where torch emulates it:
+#: an AMD host with AVX2 alone, the grid's shape, one thread, at equal loss (`speed_flags.py --modes
+#: fp32,fp32-eager,bf16 --dropout 0.4`; recipes/benchmarks/RESULTS.md, "Attention path under bf16").
+#: fp32 with eager attention ran 0.99x fp32 with sdpa there, so sdpa stays the fp32 kernel.
+BF16_EMULATED_SPEED = 0.05
+
+
+class EmulatedPrecisionWarning(UserWarning):
+    """bf16 was asked for on a CPU that has no bf16 instructions: it trains, many times slower than fp32."""
+
+
 ATTENTION_CHOICES = ("auto", "sdpa", "eager")
 
 
@@ -75,9 +88,19 @@ def resolve_attention(
 
 def resolve_precision(requested: str, use_cpu: bool, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """``fp32`` or ``bf16``: ``auto`` becomes bf16 on a GPU that supports it or a CPU with bf16
-    instructions, fp32 elsewhere; an explicit choice is kept."""
+    instructions, fp32 elsewhere; an explicit choice is kept, with an `EmulatedPrecisionWarning` for bf16
+    on a CPU whose flags show no bf16 instructions (where the flags cannot be read nothing is said)."""
     if requested not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}; got {requested!r}.")
+    if requested == "bf16" and use_cpu and cpu_flags(cpuinfo) and not cpu_has_bf16(cpuinfo):
+        warnings.warn(
+            f"precision 'bf16' on a CPU without bf16 instructions ({'/'.join(BF16_CPU_FLAGS)}): torch emulates "
+            f"it, and a training step ran at {BF16_EMULATED_SPEED:.2f}x the speed of fp32 on such a host "
+            "(recipes/benchmarks/RESULTS.md). Set precision 'auto' or 'fp32' unless bf16 is what you mean "
+            "to measure.",
+            EmulatedPrecisionWarning,
+            stacklevel=3,
+        )
     if requested != "auto":
         return requested
     import torch
@@ -91,6 +114,8 @@ __all__ = [
     "ATTENTION_CHOICES",
     "BF16_CPU_ATTENTION",
     "BF16_CPU_FLAGS",
+    "BF16_EMULATED_SPEED",
+    "EmulatedPrecisionWarning",
     "PRECISIONS",
     "cpu_flags",
     "cpu_has_bf16",
