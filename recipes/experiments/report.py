@@ -31,7 +31,6 @@ if not __package__:  # run as a script (`python recipes/experiments/report.py`):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     __package__ = "recipes.experiments"
 
-from hf_graphtf.machine import cpu_record
 
 from . import archive
 from .comparisons import BOOTSTRAP_SAMPLES, compared_pairs, comparison_table, grid_budgets_table, test_references
@@ -46,7 +45,6 @@ def write_report(grid: Grid, analysis: bool = True, out: Path | None = None, dat
     those already in the figures folder (drawn from the same first-seed models, which a finished run never
     changes) stay linked."""
     rows, rows_by = grid.finished_rows(), grid.rows_by_cell()
-    here = cpu_record()  # the machine whose checkpoints the page reads and whose runs the prices are for
     sizes = [size for size in grid.sizes if any(size == key[1] for key in rows_by)]
     references = test_references(grid, sizes)
     out = grid.results.parent if out is None else out
@@ -92,7 +90,7 @@ def write_report(grid: Grid, analysis: bool = True, out: Path | None = None, dat
         protocol,
         "",
         *tuning_section(grid, rows, figures),
-        *stopping_section(grid, rows, here),
+        *stopping_section(grid, rows),
         *budgets_section(grid),
         *tables,
         "## Figures",

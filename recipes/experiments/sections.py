@@ -13,8 +13,6 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from hf_graphtf.machine import cpu_record
-
 from .comparisons import (
     BUDGETS_NOTE,
     best_by_step,
@@ -29,10 +27,8 @@ from .grid import Grid, baseline_row
 from .rows import Row
 from .speeds import (
     device_cell,
-    host_name,
-    other_hosts,
     remaining_minutes,
-    rows_elsewhere,
+    timing_hosts,
     training_speed,
     validation_minutes,
     without_speed_flags,
@@ -119,11 +115,10 @@ def tuning_section(grid: Grid, rows: list[Row], figures: Path) -> list[str]:
     return [*lines, ""]
 
 
-def stopping_section(grid: Grid, rows: list[Row], here: dict[str, Any] | None = None) -> list[str]:
+def stopping_section(grid: Grid, rows: list[Row]) -> list[str]:
     """For runs that train until validation BLEU stops improving: where each stopped and why, its best
-    step, its training minutes and precision, and what the seeds still to run will cost at those minutes
-    on this machine (``here``, its CPU record; by default read from it), said to be rough where those
-    minutes were measured on another host."""
+    step, its training minutes and precision, and what the seeds still to run will cost at those minutes,
+    naming the hosts that measured them (said to be rough where there were several)."""
     stopped = [row for row in rows if row.stop_reason]
     if not stopped or not any(row.stop_reason == "validation plateau" for row in stopped):
         return []
@@ -149,7 +144,7 @@ def stopping_section(grid: Grid, rows: list[Row], here: dict[str, Any] | None = 
         )
     return [
         *lines,
-        *_still_to_run(grid, rows, here),
+        *_still_to_run(grid, rows),
         *_replay_check(grid, stopped),
         *_closest_calls(grid, stopped),
         *without_speed_flags(stopped, lambda row: validation_minutes(grid, row)),
@@ -157,7 +152,7 @@ def stopping_section(grid: Grid, rows: list[Row], here: dict[str, Any] | None = 
     ]
 
 
-def _still_to_run(grid: Grid, rows: list[Row], here: dict[str, Any] | None) -> list[str]:
+def _still_to_run(grid: Grid, rows: list[Row]) -> list[str]:
     """What the runs left will cost, each priced at the finished runs most like it (`remaining_minutes`)."""
     left = remaining_minutes(grid, rows)
     if left is None:
@@ -170,7 +165,7 @@ def _still_to_run(grid: Grid, rows: list[Row], here: dict[str, Any] | None) -> l
         "still to run",
         runs=_runs(sum(n for n, _ in left.by_seed.values())),
         hours=f"{sum(m for _, m in left.by_seed.values()) / 60:.1f}",
-        where=_priced_where(rows, here),
+        where=_priced_where(rows),
         seeds=seeds,
         field=grid.tuning.field if grid.tuning is not None else "tuned value",
         longest=prose("still to run: longest", minutes=f"{left.longest:.0f}") if longest else ".",
@@ -188,17 +183,15 @@ def _runs(count: int) -> str:
     return f"{count} run" + ("" if count == 1 else "s")
 
 
-def _priced_where(rows: list[Row], here: dict[str, Any] | None) -> str:
-    """Where the price of the runs left holds: this machine, or, where finished runs' minutes were
-    measured on other hosts, a caution naming them (a grid can move between hosts, whose speeds differ)."""
-    here = cpu_record() if here is None else here
-    timed = [row for row in rows if row.train_minutes]
-    others = other_hosts(timed, here)
-    if not others:
-        return prose("priced here")
-    both = len(rows_elsewhere(timed, here)) < len(timed)  # some of the minutes were measured here too
-    return prose("priced on both" if both else "priced elsewhere", others=" and ".join(others),
-                 here=host_name(here, fingerprint=True))  # fmt: skip
+def _priced_where(rows: list[Row]) -> str:
+    """Where the price of the runs left was measured: the host of the finished runs' minutes, or, where a
+    grid moved between hosts, each of them, with the caution that their minutes differ."""
+    hosts = timing_hosts([row for row in rows if row.train_minutes])
+    if not hosts:
+        return prose("priced unrecorded")
+    if len(hosts) == 1:
+        return prose("priced on one host", host=hosts[0])
+    return prose("priced on several", hosts=" and ".join(hosts))
 
 
 def _patience_resets(grid: Grid) -> str:

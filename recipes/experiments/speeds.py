@@ -150,17 +150,21 @@ def host_name(cpu: dict[str, Any] | None, fingerprint: bool = False) -> str:
     return named
 
 
-def other_hosts(rows: list[Row], here: dict[str, Any]) -> list[str]:
-    """The hosts (``host_name``) of the rows whose CPU record disagrees with ``here``, this machine's
-    (`hf_graphtf.machine.cpu_record`), each once: minutes measured there price this machine's runs only
-    roughly, and its runs will not repeat theirs bit for bit. Rows without a record count as agreeing."""
-    return list({host_name(row_cpu(row), fingerprint=True): None for row in rows_elsewhere(rows, here)})
-
-
-def rows_elsewhere(rows: list[Row], here: dict[str, Any]) -> list[Row]:
-    """The rows whose CPU record disagrees with ``here`` (see `other_hosts`): how many of a grid's
-    runs ran elsewhere, when it moved between hosts part-way."""
-    return [row for row in rows if cpus_differ(row_cpu(row), here)]
+def timing_hosts(rows: list[Row]) -> list[str]:
+    """The hosts (``host_name``, with the float fingerprint) the rows ran on, each once, in the order met:
+    records that do not disagree (`cpus_differ`: an older one without the fingerprint) count as one host,
+    named by the fuller record,
+    and rows without a record name none. A grid can move between hosts part-way, and the minutes measured
+    on each price a run only roughly on another. The page names them rather than the machine it is
+    written on, so that it reads the same wherever it is regenerated."""
+    seen: list[dict[str, Any]] = []
+    for cpu in filter(None, (row_cpu(row) for row in rows)):
+        same = next((i for i, other in enumerate(seen) if not cpus_differ(cpu, other)), None)
+        if same is None:
+            seen.append(cpu)
+        elif len(cpu) > len(seen[same]):
+            seen[same] = cpu  # the fuller record names the host (with its fingerprint)
+    return [host_name(cpu, fingerprint=True) for cpu in seen]
 
 
 SPEED_FLAGS = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags.json"
