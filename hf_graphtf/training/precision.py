@@ -92,7 +92,8 @@ def resolve_precision(requested: str, use_cpu: bool, cpuinfo: Path = Path("/proc
     on a CPU whose flags show no bf16 instructions (where the flags cannot be read nothing is said)."""
     if requested not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}; got {requested!r}.")
-    if requested == "bf16" and use_cpu and cpu_flags(cpuinfo) and not cpu_has_bf16(cpuinfo):
+    flags = cpu_flags(cpuinfo) if requested == "bf16" and use_cpu else set()
+    if flags and not flags & set(BF16_CPU_FLAGS):
         warnings.warn(
             f"precision 'bf16' on a CPU without bf16 instructions ({'/'.join(BF16_CPU_FLAGS)}): torch emulates "
             f"it, and a training step ran at {BF16_EMULATED_SPEED:.2f}x the speed of fp32 on such a host "

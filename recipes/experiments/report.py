@@ -31,7 +31,6 @@ if not __package__:  # run as a script (`python recipes/experiments/report.py`):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     __package__ = "recipes.experiments"
 
-
 from . import archive
 from .comparisons import BOOTSTRAP_SAMPLES, compared_pairs, comparison_table, grid_budgets_table, test_references
 from .figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves

@@ -153,10 +153,9 @@ def host_name(cpu: dict[str, Any] | None, fingerprint: bool = False) -> str:
 def timing_hosts(rows: list[Row]) -> list[str]:
     """The hosts (``host_name``, with the float fingerprint) the rows ran on, each once, in the order met:
     records that do not disagree (`cpus_differ`: an older one without the fingerprint) count as one host,
-    named by the fuller record,
-    and rows without a record name none. A grid can move between hosts part-way, and the minutes measured
-    on each price a run only roughly on another. The page names them rather than the machine it is
-    written on, so that it reads the same wherever it is regenerated."""
+    named by the fuller record, and rows without a record name none. A grid can move between hosts
+    part-way, and the minutes measured on each price a run only roughly on another. The page names them
+    rather than the machine it is written on, so that it reads the same wherever it is regenerated."""
     seen: list[dict[str, Any]] = []
     for cpu in filter(None, (row_cpu(row) for row in rows)):
         same = next((i for i, other in enumerate(seen) if not cpus_differ(cpu, other)), None)
