@@ -690,6 +690,24 @@ def test_the_tuning_table_says_when_the_chosen_value_lies_at_the_ranges_bound(tm
     assert "| small | 0.4 | 27.5 | 30.5 | 100 | – | – | – | yes |" in inside and "not shown" not in inside
 
 
+def test_the_tuning_section_says_why_the_range_is_what_it_is(tmp_path, experiments):
+    """A grid that leaves out values a reader would expect says why under its tuning heading (the ny-en
+    grid tunes only 0.3 and 0.4, for what es-en showed); a misspelt key or an empty reason is refused
+    when the grid is read, not dropped."""
+    reason = "Only 0.3 and 0.4: on es-en 0.5 ran into the step cap"
+    grid = _tuning_grid(tmp_path, experiments, values=[0.3, 0.4], range_reason=reason)
+    assert grid.tuning.range_reason == reason
+    section = experiments["sections"].tuning_section(grid, [], tmp_path / "figures")
+    intro = section[2]
+    assert intro.endswith(f" {reason}.") and intro.count(reason) == 1
+    plain = _tuning_grid(tmp_path / "plain", experiments, values=[0.3, 0.4])
+    assert "step cap" not in experiments["sections"].tuning_section(plain, [], tmp_path / "figures")[2]
+    with pytest.raises(ValueError, match=r"unknown keys \['range_reasons'\]"):
+        _tuning_grid(tmp_path / "typo", experiments, values=[0.3, 0.4], range_reasons=reason)
+    with pytest.raises(ValueError, match="range_reason must be a sentence"):
+        _tuning_grid(tmp_path / "empty", experiments, values=[0.3, 0.4], range_reason=" ")
+
+
 def test_a_tuning_run_cut_off_before_its_plateau_is_named_under_the_tuning_table(tmp_path, experiments):
     """A tuning run that reached the step cap still improving has a best that is a floor: the value
     chosen over it is not shown to beat it, and the page and the runner's Tuning line say so; a chosen

@@ -120,6 +120,9 @@ class Tuning:
     step: float | None = None
     #: the lowest and highest value the range may grow to
     bounds: tuple[float, float] | None = None
+    #: why the values are these (a sentence the page prints under its tuning heading), where the range
+    #: leaves out values a reader would expect: a value left out unexplained reads as one not thought of
+    range_reason: str | None = None
 
     def tag(self, value: Any) -> str:
         return f"{self.field}{value}"
@@ -245,8 +248,18 @@ class Grid:
             missing = [key for key in ("variant", "field", "values", "seed") if key not in tuning_spec]
             if missing:
                 raise ValueError(f"{path}: tuning is missing {', '.join(missing)}")
+            unknown = sorted(set(tuning_spec) - set(_TUNING_KEYS))
+            if unknown:  # a misspelt key would otherwise be dropped without a word
+                raise ValueError(f"{path}: tuning has unknown keys {unknown}; it takes {', '.join(_TUNING_KEYS)}")
+            reason = tuning_spec.get("range_reason")
+            if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+                raise ValueError(f"{path}: tuning's range_reason must be a sentence, not {reason!r}")
             tuning = Tuning(
-                tuning_spec["variant"], tuning_spec["field"], list(tuning_spec["values"]), tuning_spec["seed"]
+                tuning_spec["variant"],
+                tuning_spec["field"],
+                list(tuning_spec["values"]),
+                tuning_spec["seed"],
+                range_reason=None if reason is None else reason.strip(),
             )
             if "extend" in tuning_spec:
                 tuning = replace(tuning, **_tuning_extension(path, tuning, tuning_spec["extend"]))
@@ -551,6 +564,10 @@ def _figures(path: Path, spec: Any, variants: dict[str, Any]) -> Figures:
 def _known(path: Path, where: str, names: Any, variants: dict[str, Any]) -> None:
     if not isinstance(names, list) or any(name not in variants for name in names):
         raise ValueError(f"{path}: {where} names {names!r}; each must be one of the grid's variants {list(variants)}")
+
+
+#: the keys a grid file's ``tuning`` takes
+_TUNING_KEYS = ("variant", "field", "values", "seed", "extend", "range_reason")
 
 
 def _tuning_extension(path: Path, tuning: Tuning, extend: Any) -> dict[str, Any]:

@@ -78,6 +78,8 @@ def tuning_section(grid: Grid, rows: list[Row], figures: Path) -> list[str]:
     if tuning.step is not None:
         intro += " " + prose("tuning range grows", step=f"{tuning.step:g}", low=f"{tuning.bounds[0]:g}",
                              high=f"{tuning.bounds[1]:g}")  # fmt: skip
+    if tuning.range_reason is not None:
+        intro += " " + tuning.range_reason.rstrip(".") + "."
     lines = [
         f"## Tuning: {tuning.field} of {tuning.variant}, seed {tuning.seed}",
         "",
