@@ -176,6 +176,50 @@ def test_the_page_shows_finished_runs_only_and_prices_every_run_left_in_full(tmp
     assert "this machine" not in " ".join(sections.stopping_section(grid, mixed))
 
 
+def test_the_page_names_how_each_run_trained_when_the_runs_compared_did_not_train_alike(experiments):
+    """The ny-en grid moved hosts between its tuning runs: bf16 with eager attention on an AVX-512 host,
+    then fp32 with sdpa on an AVX2 one. The stopping section names each group of runs; runs alike (a row
+    without a host record agrees with any, an older row's kernel is sdpa) get no paragraph."""
+    avx512 = {"model": "AMD EPYC", "kernels": "AVX512", "float_fingerprint": "9165e1b8bbc6a2dd"}
+    avx2 = {"model": "AMD EPYC", "kernels": "AVX2", "float_fingerprint": "6594d707a4ccb641"}
+
+    def row(run: str, precision: str | None, kernel: str | None, cpu: dict | None):
+        fields = {"run": run, "precision": precision, "attn_implementation": kernel}
+        return _typed(experiments, {**fields, "provenance": {"cpu": cpu} if cpu else None})
+
+    differ = experiments["sections"]._conditions_differ
+    tuned = [
+        row("vanilla-10k-seed1-dropout0.3", "bf16", "eager", avx512),
+        row("vanilla-10k-seed1-dropout0.4", None, "sdpa", avx2),
+    ]
+    (_, paragraph) = differ(tuned)
+    assert paragraph.startswith(
+        "The runs did not all train alike: bf16 with eager attention on AMD EPYC AVX512 (float fingerprint "
+        "9165e1b8bbc6a2dd): vanilla-10k-seed1-dropout0.3; fp32 with sdpa attention on AMD EPYC AVX2 (float "
+        "fingerprint 6594d707a4ccb641): vanilla-10k-seed1-dropout0.4."
+    )
+    assert "as a change of seed does" in paragraph
+    older = row("al_both-10k-seed1", "bf16", None, None)  # no host record, kernel unrecorded (sdpa then)
+    assert (
+        differ(
+            [
+                row("vanilla-10k-seed1", "bf16", "sdpa", avx512),
+                older,
+                row("al_both-10k-seed2", "bf16", "sdpa", {"model": "AMD EPYC"}),
+            ]
+        )
+        == []
+    )
+    (_, host_only) = differ(
+        [row("vanilla-10k-seed1", "bf16", "sdpa", avx512), row("vanilla-10k-seed2", "bf16", "sdpa", avx2), older]
+    )
+    assert "bf16 with sdpa attention on host unrecorded: al_both-10k-seed1" in host_only
+    assert (
+        differ([row("vanilla-10k-seed1", "bf16", "sdpa", avx512), row("vanilla-10k-seed2", "bf16", "eager", avx512)])
+        != []
+    )
+
+
 def test_the_minutes_panel_names_the_runs_from_another_host_than_vanillas(experiments):
     """A grid that moved between hosts part-way: a variant's run from another machine than vanilla's
     run of its seed is named in the minutes panel, counted when only some of its runs are."""

@@ -23,11 +23,13 @@ from .comparisons import (
     replayed_stop,
 )
 from .figures import plot_learning_curves
-from .grid import Grid, baseline_row
+from .grid import Grid, baseline_row, cpus_differ
 from .rows import Row
 from .speeds import (
     device_cell,
+    host_name,
     remaining_minutes,
+    row_cpu,
     timing_hosts,
     training_speed,
     validation_minutes,
@@ -146,11 +148,38 @@ def stopping_section(grid: Grid, rows: list[Row]) -> list[str]:
         )
     return [
         *lines,
+        *_conditions_differ(stopped),
         *_still_to_run(grid, rows),
         *_replay_check(grid, stopped),
         *_closest_calls(grid, stopped),
         *without_speed_flags(stopped, lambda row: validation_minutes(grid, row)),
         "",
+    ]
+
+
+def _conditions_differ(stopped: list[Row]) -> list[str]:
+    """A paragraph naming how each run trained, when the runs compared did not all train alike (else
+    nothing): a grid can move between hosts part-way, and `precision: auto` and the attention kernel follow
+    the host. Each such pair reached equal loss at equal steps where measured, but different rounding sends
+    two runs apart as a change of seed does, and a reader comparing them should know. A row that does not
+    record its host agrees with any (`cpus_differ`); an older row's kernel is sdpa, the only one then."""
+
+    def conditions(row: Row) -> tuple[str, str]:
+        return row.precision or "fp32", row.attn_implementation
+
+    def differ(one: Row, other: Row) -> bool:
+        return conditions(one) != conditions(other) or cpus_differ(row_cpu(one), row_cpu(other))
+
+    if not any(differ(one, other) for i, one in enumerate(stopped) for other in stopped[i + 1 :]):
+        return []
+    groups: dict[str, list[str]] = {}
+    for row in stopped:
+        precision, kernel = conditions(row)
+        host = host_name(row_cpu(row), fingerprint=True) or "host unrecorded"
+        groups.setdefault(f"{precision} with {kernel} attention on {host}", []).append(row.run)
+    return [
+        "",
+        prose("conditions differ", groups="; ".join(f"{how}: {', '.join(runs)}" for how, runs in groups.items())),
     ]
 
 
