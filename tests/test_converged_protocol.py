@@ -214,6 +214,11 @@ def test_the_page_names_how_each_run_trained_when_the_runs_compared_did_not_trai
         [row("vanilla-10k-seed1", "bf16", "sdpa", avx512), row("vanilla-10k-seed2", "bf16", "sdpa", avx2), older]
     )
     assert "bf16 with sdpa attention on host unrecorded: al_both-10k-seed1" in host_only
+    unprinted = row("al_both-10k-seed2", "bf16", "sdpa", {"model": "AMD EPYC", "kernels": "AVX2"})  # no fingerprint
+    (_, merged) = differ(
+        [row("vanilla-10k-seed1", "bf16", "sdpa", avx512), row("vanilla-10k-seed2", "bf16", "sdpa", avx2), unprinted]
+    )
+    assert "AMD EPYC AVX2 (float fingerprint 6594d707a4ccb641): vanilla-10k-seed2, al_both-10k-seed2" in merged
     assert (
         differ([row("vanilla-10k-seed1", "bf16", "sdpa", avx512), row("vanilla-10k-seed2", "bf16", "eager", avx512)])
         != []

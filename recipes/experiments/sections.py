@@ -28,6 +28,7 @@ from .rows import Row
 from .speeds import (
     device_cell,
     host_name,
+    host_records,
     remaining_minutes,
     row_cpu,
     timing_hosts,
@@ -172,10 +173,13 @@ def _conditions_differ(stopped: list[Row]) -> list[str]:
 
     if not any(differ(one, other) for i, one in enumerate(stopped) for other in stopped[i + 1 :]):
         return []
+    hosts = host_records(stopped)  # an older record without the fingerprint names its host by the fuller one
     groups: dict[str, list[str]] = {}
     for row in stopped:
         precision, kernel = conditions(row)
-        host = host_name(row_cpu(row), fingerprint=True) or "host unrecorded"
+        cpu = row_cpu(row)
+        cpu = next((host for host in hosts if not cpus_differ(cpu, host)), None) if cpu else None
+        host = host_name(cpu, fingerprint=True) or "host unrecorded"
         groups.setdefault(f"{precision} with {kernel} attention on {host}", []).append(row.run)
     return [
         "",

@@ -156,6 +156,12 @@ def timing_hosts(rows: list[Row]) -> list[str]:
     named by the fuller record, and rows without a record name none. A grid can move between hosts
     part-way, and the minutes measured on each price a run only roughly on another. The page names them
     rather than the machine it is written on, so that it reads the same wherever it is regenerated."""
+    return [host_name(cpu, fingerprint=True) for cpu in host_records(rows)]
+
+
+def host_records(rows: list[Row]) -> list[dict[str, Any]]:
+    """The CPU records of the hosts the rows ran on, each once, in the order met (`timing_hosts`): records
+    that do not disagree count as one host, kept as the fuller record."""
     seen: list[dict[str, Any]] = []
     for cpu in filter(None, (row_cpu(row) for row in rows)):
         same = next((i for i, other in enumerate(seen) if not cpus_differ(cpu, other)), None)
@@ -163,7 +169,7 @@ def timing_hosts(rows: list[Row]) -> list[str]:
             seen.append(cpu)
         elif len(cpu) > len(seen[same]):
             seen[same] = cpu  # the fuller record names the host (with its fingerprint)
-    return [host_name(cpu, fingerprint=True) for cpu in seen]
+    return seen
 
 
 SPEED_FLAGS = REPO_ROOT / "recipes" / "benchmarks" / "speed_flags.json"
