@@ -31,6 +31,7 @@ from hf_graphtf.training import parse_recipe_args, run_translation
 from hf_graphtf.training.data import load_splits
 from hf_graphtf.training.hub import HUB_IGNORE_PATTERNS
 from hf_graphtf.training.metrics import IGNORE_INDEX, build_compute_metrics
+from hf_graphtf.training.resume import RUN_ATTENTION_FILE
 from hf_graphtf.training.schedule import noam_learning_rate, noam_peak_learning_rate
 
 RECIPES = sorted((REPO_ROOT / "recipes" / "configs").glob("*.yaml")) + [REPO_ROOT / "recipes" / "quickstart.yaml"]
@@ -370,6 +371,7 @@ def test_push_to_hub_uploads_a_folder_that_loads_without_the_package(tmp_path, m
     assert expected <= names
     assert not any(name.startswith("checkpoint-") for name in names)
     assert not set(names) & set(HUB_IGNORE_PATTERNS)
+    assert (tmp_path / "out" / RUN_ATTENTION_FILE).is_file() and RUN_ATTENTION_FILE not in names
     card = (uploaded / "README.md").read_text(encoding="utf-8")
     assert 'from_pretrained("someone/tiny-al", trust_remote_code=True)' in card
 

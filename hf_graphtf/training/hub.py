@@ -6,9 +6,19 @@ from pathlib import Path
 
 from ..model_card import HUB_ID_PLACEHOLDER
 from .arguments import TranslationTrainingArguments
+from .resume import RUN_ATTENTION_FILE
 
-#: left out of the Hub upload: checkpoints, private files and the pickled training arguments
-HUB_IGNORE_PATTERNS = ["_*", "checkpoint-*", ".checkpoint-staging/*", "runs/*", "training_args.bin", ".run.lock"]
+#: left out of the Hub upload: checkpoints, private files, the pickled training arguments and the run's
+#: own bookkeeping (its lock, the attention kernel its later sittings keep), which mean nothing to a user
+HUB_IGNORE_PATTERNS = [
+    "_*",
+    "checkpoint-*",
+    ".checkpoint-staging/*",
+    "runs/*",
+    "training_args.bin",
+    ".run.lock",
+    RUN_ATTENTION_FILE,
+]
 
 
 def hub_repo_id(training_args: TranslationTrainingArguments) -> str:
