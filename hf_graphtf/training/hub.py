@@ -6,17 +6,19 @@ from pathlib import Path
 
 from ..model_card import HUB_ID_PLACEHOLDER
 from .arguments import TranslationTrainingArguments
+from .checkpoints import STAGING_DIR
 from .resume import RUN_ATTENTION_FILE
+from .run_lock import LOCK_FILE
 
 #: left out of the Hub upload: checkpoints, private files, the pickled training arguments and the run's
 #: own bookkeeping (its lock, the attention kernel its later sittings keep), which mean nothing to a user
 HUB_IGNORE_PATTERNS = [
     "_*",
     "checkpoint-*",
-    ".checkpoint-staging/*",
+    f"{STAGING_DIR}/*",
     "runs/*",
     "training_args.bin",
-    ".run.lock",
+    LOCK_FILE,
     RUN_ATTENTION_FILE,
 ]
 
