@@ -91,6 +91,12 @@ def decoder_stack_output(hidden_states: torch.Tensor, cache: Cache | None) -> Ba
     return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, **cache_kwargs(cache))
 
 
+def output_cache(output: Any) -> Cache | None:
+    """The KV cache a model's output carries, read under the installed release's field name (``cache`` since
+    5.24.0, as in `Seq2SeqLMOutput`; there the old name is a property that warns on every read path)."""
+    return getattr(output, CACHE_KWARG)
+
+
 def project_qkv(
     attn: nn.Module,
     hidden_states: torch.Tensor,

@@ -3,6 +3,7 @@ the pinned and the newest releases)."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import subprocess
 import sys
@@ -21,6 +22,37 @@ from hf_graphtf.transformers_seam import CACHE_KWARG, take_cache
 @pytest.mark.parametrize("vanilla", [MarianDecoder, MarianDecoderLayer, BartDecoder, BartDecoderLayer])
 def test_the_seam_names_the_cache_as_the_installed_release_does(vanilla):
     assert CACHE_KWARG in inspect.signature(vanilla.forward).parameters
+
+
+def test_the_seam_reads_an_outputs_cache_under_the_installed_name():
+    from transformers.modeling_outputs import Seq2SeqLMOutput
+
+    fields = {field.name for field in dataclasses.fields(Seq2SeqLMOutput)}
+    assert CACHE_KWARG in fields
+    cache = object()
+    assert transformers_seam.output_cache(Seq2SeqLMOutput(**{CACHE_KWARG: cache})) is cache
+
+
+def test_the_checks_cached_decode_uses_the_installed_cache_name_without_deprecation(recwarn):
+    """`hf-graphtf check` feeds the cache back step by step as generation does; under the old name a
+    5.24 release warns at every step (and a later one drops the name)."""
+    from hf_graphtf import self_check
+
+    case = self_check.Case("bart", "al-dec", "cpu", torch.float32)
+    model = case.model()
+    real_forward, seen = model.forward, []
+
+    def forward(*args, **kwargs):
+        seen.append({name: kwargs[name] is not None for name in ("cache", "past_key_values") if name in kwargs})
+        return real_forward(*args, **kwargs)
+
+    model.forward = forward
+    input_ids, attention_mask = source_batch()
+    sequences = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=4, do_sample=False)
+    seen.clear()
+    self_check._stepwise_logits(model, input_ids, attention_mask, sequences)
+    assert seen[0] == {CACHE_KWARG: False} and all(step == {CACHE_KWARG: True} for step in seen[1:])
+    assert not [w for w in recwarn if "past_key_values" in str(w.message)]
 
 
 def test_take_cache_accepts_either_name_and_refuses_both():
@@ -217,7 +249,7 @@ def test_check_fails_a_bfloat16_cache_whose_logits_drift(monkeypatch):
 
     def forward(*args, **kwargs):
         out = real_forward(*args, **kwargs)
-        if kwargs.get("past_key_values") is not None:
+        if kwargs.get(CACHE_KWARG) is not None:
             out.logits = out.logits + 1.0
         return out
 

@@ -28,6 +28,7 @@ from typing import TextIO
 import torch
 
 from ..families import FAMILIES as MODEL_FAMILIES
+from ..transformers_seam import cache_kwargs, output_cache
 from . import reference
 from .matrix import FAMILIES, OPTION_MATRIX, source_batch, supports, target_batch, tiny_config, tiny_model
 from .tolerance import tolerance
@@ -127,7 +128,8 @@ def _uncached_logits(model, input_ids, attention_mask, sequences) -> torch.Tenso
 
 
 def _stepwise_logits(model, input_ids, attention_mask, sequences) -> torch.Tensor:
-    """The logits of feeding ``sequences`` one token at a time through the KV cache, as generation does."""
+    """The logits of feeding ``sequences`` one token at a time through the KV cache, as generation does, the
+    cache passed and read under the installed release's name (the old one warns from 5.24.0 on)."""
     with torch.no_grad():
         encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
         past, steps = None, []
@@ -136,10 +138,10 @@ def _stepwise_logits(model, input_ids, attention_mask, sequences) -> torch.Tenso
                 encoder_outputs=encoder_outputs,
                 attention_mask=attention_mask,
                 decoder_input_ids=sequences[:, position : position + 1],
-                past_key_values=past,
+                **cache_kwargs(past),
                 use_cache=True,
             )
-            past = out.past_key_values
+            past = output_cache(out)
             steps.append(out.logits[:, -1])
     return torch.stack(steps, dim=1)
 
