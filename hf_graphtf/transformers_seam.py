@@ -93,7 +93,7 @@ def decoder_stack_output(hidden_states: torch.Tensor, cache: Cache | None) -> Ba
 
 def output_cache(output: Any) -> Cache | None:
     """The KV cache a model's output carries, read under the installed release's field name (``cache`` since
-    5.24.0, as in `Seq2SeqLMOutput`; there the old name is a property that warns on every read path)."""
+    5.24.0, as in `Seq2SeqLMOutput`; there the old name is a property that logs a deprecation message)."""
     return getattr(output, CACHE_KWARG)
 
 
