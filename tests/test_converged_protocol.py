@@ -445,7 +445,11 @@ def test_the_converged_grid_keeps_the_early_budget_grids_training_and_its_protoc
     assert common["max_steps"] >= 40 * 250 and common["test_num_beams"] == 5 and common["precision"] == "auto"
     assert converged.tuning.field == "dropout" and converged.tuning.values == [0.1, 0.2, 0.3]
     assert (converged.tuning.step, converged.tuning.bounds) == (0.1, (0.0, 0.5))
-    assert "dropout" not in common and converged.seeds == [1, 2, 3]
+    assert "dropout" not in common and converged.seeds == [1, 2, 3, 4, 5]
+    # five seeds for the verdict (vanilla against the paper's link), three for the rest
+    assert converged.variant_seeds("vanilla") == converged.variant_seeds("al_both") == [1, 2, 3, 4, 5]
+    assert converged.variant_seeds("graph_half_gate") == [1, 2, 3]
+    assert common["attn_implementation"] == "sdpa"  # one kernel for the pair's runs
     assert set(converged.variants) == {"vanilla", "al_both", "al_both_cumulative", "graph_half_gate", "graph_self_gate"}
     from hf_graphtf.training.arguments import ARGUMENT_CLASSES
 

@@ -432,6 +432,26 @@ def test_grid_errors_name_the_problem(tmp_path, experiments):
             experiments["run_grid"].main([str(tmp_path / "no-such-grid.yaml"), flag, "0"])
 
 
+def test_a_variant_can_train_fewer_seeds_than_the_grid(tmp_path, experiments):
+    """A variant's own ``seeds`` narrow the grid's: more seeds go to the variants a verdict turns on."""
+    path = write_grid(tmp_path, seeds=(1, 2, 3))
+    spec = yaml.safe_load(path.read_text())
+    spec["variants"]["graph_gate"]["seeds"] = [1]
+    path.write_text(yaml.safe_dump(spec))
+    grid = experiments["grid"].Grid.load(path)
+    names = [run.name for run in grid.runs()]
+    assert "graph_gate-small-seed1" in names and "graph_gate-small-seed2" not in names
+    assert "vanilla-small-seed3" in names and grid.variant_seeds("vanilla") == [1, 2, 3]
+    spec["variants"]["graph_gate"]["seeds"] = [1, 4]
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ValueError, match=r"variant 'graph_gate' lists seeds \[4\] that the grid's seeds lack"):
+        experiments["grid"].Grid.load(path)
+    spec["variants"]["graph_gate"]["seeds"] = "1"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ValueError, match="seeds must be a list of integers"):
+        experiments["grid"].Grid.load(path)
+
+
 @pytest.mark.parametrize("name", ["grid_bible_cpu.yaml", "grid_bible_cpu_v2.yaml", "grid_bible_gpu.yaml"])
 def test_the_committed_grids_read_and_name_committed_recipes(experiments, name):
     grid = experiments["grid"].Grid.load(EXPERIMENTS / name)

@@ -242,6 +242,15 @@ class Grid:
         unknown = [name for name in spec.get("core", []) if name not in variants]
         if unknown:
             raise ValueError(f"{path}: core lists unknown variants {unknown}")
+        for name, variant in variants.items():
+            own = variant.get("seeds")
+            if own is None:
+                continue
+            if not isinstance(own, list) or not own or not all(isinstance(seed, int) for seed in own):
+                raise ValueError(f"{path}: variant {name!r} seeds must be a list of integers, not {own!r}")
+            outside = [seed for seed in own if seed not in spec["seeds"]]
+            if outside:
+                raise ValueError(f"{path}: variant {name!r} lists seeds {outside} that the grid's seeds lack")
         tuning = None
         if spec.get("tuning"):
             tuning_spec = spec["tuning"]
@@ -338,6 +347,8 @@ class Grid:
                     tuned = {self.tuning.field: value}
             for seed in chosen_seeds:
                 for variant in chosen_variants:
+                    if seed not in self.variant_seeds(variant):
+                        continue
                     if self.tuning is not None and variant == self.tuning.variant and seed == self.tuning.seed:
                         continue  # one of its tuning runs, listed above, is this run
                     run = self._run(variant, size, seed, tuned)
@@ -345,6 +356,11 @@ class Grid:
                         run = replace(run, waits_for_tuning=True)
                     runs.append(run)
         return runs
+
+    def variant_seeds(self, variant: str) -> list[int]:
+        """The seeds one variant trains: its own ``seeds`` where the grid file gives them (a subset of the
+        grid's, so that the variants a question turns on get more seeds than the rest), else the grid's."""
+        return [int(seed) for seed in self.variants[variant].get("seeds") or self.seeds]
 
     def named_runs(self, names: str) -> list[Run]:
         """The runs named in ``names`` (comma-separated run names, as the results rows and ``--dry-run`` give
