@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import UserError, report_user_error
-from .inference import DTYPES, TranslationInputWarning, load_model, translate_texts
+from .inference import TranslationInputWarning, load_model, translate_texts
+from .translation_modes import (
+    BF16_BLEU_COST,
+    INT8_BLEU_COST,
+    TORCH_DTYPES,
+    TRANSLATION_DTYPES,
+    canonical_dtype,
+    resolve_translation_dtype,
+)
 
 DEFAULT_CORPUS_DIR = "data/bible-es-en"
 DEFAULT_BUCKETS = (10, 20, 30, 40, 50)
@@ -107,10 +115,25 @@ def cmd_train(recipe_args: Sequence[str]) -> int:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     texts = _read_lines(args.input)
+    _choose_dtype(args)
     if args.output != "-":
         return _translate_to_file(args, texts, Path(args.output))
     sys.stdout.writelines(text + "\n" for text in _translate_with(args, texts))
     return 0
+
+
+def _choose_dtype(args: argparse.Namespace) -> None:
+    """Resolve ``--dtype`` (``auto``: bf16 where the device computes it natively) and say the choice in
+    one line on standard error; ``args.dtype`` then names the format used (a resumed file job compares it)."""
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        mode = resolve_translation_dtype(args.dtype, device)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    print(f"hf-graphtf: {mode.reason}", file=sys.stderr, flush=True)
+    args.dtype = mode.dtype
 
 
 #: batches translated between two appends to an output file's ``.partial`` copy: an interrupted run
@@ -291,7 +314,28 @@ def _write_json(path: Path, value: Any) -> None:
 # --------------------------------------------------------------------------- argument parsing
 
 
-def _add_generation_options(parser: argparse.ArgumentParser) -> None:
+def _dtype_argument(allowed: tuple[str, ...]) -> Any:
+    """An argparse ``type`` taking the package's dtype names and their aliases (``bfloat16`` for ``bf16``)."""
+
+    def parse(value: str) -> str:
+        try:
+            return canonical_dtype(value, allowed)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+#: ``--dtype`` of ``translate``: the fastest format whose quality held by default
+TRANSLATE_DTYPE_HELP = (
+    f"auto (default): bf16 where the device computes it natively (test BLEU {BF16_BLEU_COST:+.2f} against fp32 "
+    f"on the quickstart model), fp32 elsewhere; int8: CPU only, linear weights quantized ({INT8_BLEU_COST:+.2f} "
+    "BLEU there, your model may lose more), the fastest on a CPU; also fp32, bf16, fp16 "
+    "(recipes/benchmarks/RESULTS.md, 'Fast translation')"
+)
+
+
+def _add_generation_options(parser: argparse.ArgumentParser, default_dtype: str = "fp32") -> None:
     parser.add_argument("--model", help="saved model directory or Hub id")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--beam-size", type=int, default=None, help="default: the model's generation config")
@@ -304,7 +348,16 @@ def _add_generation_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_THREADS,
         help="intra-op CPU threads (default: torch's, one per core; measured fastest for translation on 2 cores)",
     )
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="weights and compute dtype")
+    parser.add_argument(
+        "--dtype",
+        type=_dtype_argument(TRANSLATION_DTYPES),
+        default=default_dtype,
+        metavar="{" + ",".join(TRANSLATION_DTYPES) + "}",
+        help=TRANSLATE_DTYPE_HELP
+        if default_dtype == "auto"
+        else "weights and compute format (default fp32, so that scores do not depend on the host; auto as in "
+        "translate; int8 to measure its cost on your model)",
+    )
     parser.add_argument("--attn-implementation", choices=["sdpa", "eager"], default=None, help="default: sdpa")
 
 
@@ -331,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     translate = commands.add_parser("translate", help="translate lines from stdin or a file to stdout")
-    _add_generation_options(translate)
+    _add_generation_options(translate, default_dtype="auto")
     translate.add_argument("--input", default="-", help="one sentence per line; '-' for stdin")
     translate.add_argument("--output", default="-", help="'-' for stdout")
     translate.set_defaults(func=cmd_translate)
@@ -378,11 +431,21 @@ def build_parser() -> argparse.ArgumentParser:
         "check", help="self-test on this install and device: vanilla equivalence, SPEC, cache, save/load (< 1 min)"
     )
     check.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available, else cpu)")
-    check.add_argument("--dtype", choices=["float32", "bfloat16", "float64"], default="float32")
+    check.add_argument(
+        "--dtype",
+        type=_dtype_argument(CHECK_DTYPES),
+        default="fp32",
+        metavar="{" + ",".join(CHECK_DTYPES) + "}",
+        help="fp32 (default), bf16 or fp64 (float32, bfloat16, float64 are accepted too)",
+    )
     check.add_argument("--families", nargs="+", help="only these model families")
     check.add_argument("--options", nargs="+", help="only these option sets of the test matrix")
     check.set_defaults(func=cmd_check)
     return parser
+
+
+#: ``check --dtype``: the formats the self-check compares against its float64 re-computation
+CHECK_DTYPES = ("fp32", "bf16", "fp64")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -393,7 +456,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        passed = run_checks(device=device, dtype=args.dtype, families=args.families, options=args.options)
+        passed = run_checks(device=device, dtype=TORCH_DTYPES[args.dtype], families=args.families, options=args.options)
     except ValueError as error:
         raise InputError(str(error)) from None
     return 0 if passed else 1

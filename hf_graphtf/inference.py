@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from datasets import Dataset
     from transformers import PreTrainedTokenizerBase
 
+#: the float formats and their torch names (`translation_modes.TORCH_DTYPES` adds int8 and fp64)
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 #: where a sentence ends: after ., !, ?, ;, the ellipsis or CJK full stops, before white space
@@ -144,22 +145,32 @@ def source_token_limit(tokenizer: Any, model: Any) -> int:
 def load_model(
     name: str, device: str | None = None, dtype: str = "fp32", attn_implementation: str | None = None
 ) -> tuple[Any, Any]:
-    """Tokenizer and model (in eval mode, on ``device`` or the best available one) from a directory or Hub id."""
+    """Tokenizer and model (in eval mode, on ``device`` or the best available one) from a directory or Hub id.
+
+    ``dtype`` is one of `translation_modes.TRANSLATION_DTYPES` (or an alias, ``bfloat16``): ``auto`` picks
+    bf16 where the device computes it natively and fp32 elsewhere, ``int8`` quantizes the linear layers
+    (CPU). The model's ``translation_mode`` records what it was loaded in and why."""
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hf_graphtf  # noqa: F401  (registers graph_marian / graph_bart with the Auto classes)
 
     from .model_files import check_model_source, named_source
+    from .translation_modes import quantize_int8, resolve_translation_dtype
 
     check_model_source(name)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    mode = resolve_translation_dtype(dtype, device)  # a bad dtype fails before anything loads
     with named_source(name):
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForSeq2SeqLM.from_pretrained(
-            name, dtype=getattr(torch, DTYPES[dtype]), attn_implementation=attn_implementation
+            name, dtype=getattr(torch, mode.torch_dtype), attn_implementation=attn_implementation
         )
-    return tokenizer, model.to(device).eval()
+    model = model.to(device).eval()
+    if mode.dtype == "int8":
+        model = quantize_int8(model)
+    model.translation_mode = mode
+    return tokenizer, model
 
 
 def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:

@@ -25,6 +25,27 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     return platform.processor() or platform.machine()
 
 
+#: CPU flags (Linux ``/proc/cpuinfo``) under which oneDNN runs bf16 matrix products natively
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
+    """The CPU's feature flags (empty where ``cpuinfo`` cannot be read: not Linux)."""
+    try:
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU multiplies bf16 matrices in hardware (training's ``precision: auto`` and
+    translation's ``--dtype auto`` both ask)."""
+    return bool(cpu_flags(cpuinfo) & set(BF16_CPU_FLAGS))
+
+
 def cpu_record() -> dict[str, str]:
     """This machine's CPU as a result records it: its model, the vector kernels torch picks on it and
     its ``float_fingerprint``. Two results are comparable bit for bit, and their speeds like with like,

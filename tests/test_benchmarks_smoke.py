@@ -193,3 +193,19 @@ def test_speed_flags_takes_a_variants_model_from_its_recipe(tmp_path: Path) -> N
     assert "graph_attention True, graph_half_dim True" in result.stdout and "3+3 layers" in result.stdout
     implementations = {name: mode["attn_implementation"] for name, mode in record["modes"].items()}
     assert implementations == {"fp32": "sdpa", "bf16-eager": "eager"}
+
+
+def test_translation_speed_runs_without_ctranslate2_and_says_so(monkeypatch, capsys) -> None:
+    """CTranslate2 is a benchmark-only extra: without it the table has the package's rows, and the run says
+    what is missing (CI installs no CTranslate2; the stand-in below makes it absent where it is installed)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its siblings as top-level modules
+    speed = _load("translation_speed")
+    monkeypatch.setattr(speed, "has_ctranslate2", lambda: False)
+    speed.main(["--size", "tiny", "--vocab", "64", "--steps", "1", "--warmup", "0", "--threads", "1"])
+    out, err = capsys.readouterr()
+    assert "CTranslate2 not installed" in err and "its rows are missing" in out
+    systems = [row[2] for row in _table_rows(out)]
+    for mode in ("fp32", "bf16", "int8"):
+        assert f"Transformers MarianMTModel {mode}" in systems and f"linked (attention_link=both) {mode}" in systems
+    assert not any(system.startswith("CTranslate2") for system in systems)
+    assert {row[1] for row in _table_rows(out)} == {"beam 4", "greedy"}

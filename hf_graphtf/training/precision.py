@@ -13,26 +13,9 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+from ..machine import BF16_CPU_FLAGS, cpu_flags, cpu_has_bf16
+
 PRECISIONS = ("auto", "fp32", "bf16")
-#: CPU flags (Linux ``/proc/cpuinfo``) under which oneDNN runs bf16 matrix products natively
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
-    """The CPU's feature flags (empty where ``cpuinfo`` cannot be read: not Linux)."""
-    try:
-        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """Whether this CPU multiplies bf16 matrices in hardware."""
-    return bool(cpu_flags(cpuinfo) & set(BF16_CPU_FLAGS))
-
 
 #: The attention kernel a bf16 run on a CPU of each kind trains fastest with, at equal loss, as measured
 #: interleaved in one process (`recipes/benchmarks/speed_flags.py --modes fp32,bf16,bf16-eager --dropout 0.4`;

@@ -1,0 +1,162 @@
+"""The number format a model translates in: ``--dtype auto | fp32 | bf16 | fp16 | int8``.
+
+Translation is where users feel speed, and a model with the attention link or graph attention has no
+other engine (CTranslate2 and Marian C++ cannot run it), so the package offers the cheaper formats
+itself, and ``auto`` picks the fastest one whose quality held, the way training's ``precision: auto``
+does:
+
+- **bf16** changes only the arithmetic's precision. ``auto`` takes it where the device computes it
+  natively (a CPU with ``avx512_bf16`` or AMX, a GPU that supports it; elsewhere torch emulates it, many
+  times slower) and only because it held quality: `BF16_BLEU_COST` against fp32 on the main job's model,
+  within `QUALITY_TOLERANCE`.
+- **int8** (CPU only) changes the weights themselves: every ``nn.Linear`` gets int8 weights and int8
+  products with activations quantized on the fly (`quantize_int8`). Another user's model may lose more
+  than ours (`INT8_BLEU_COST`), so ``auto`` never takes it: it is asked for by name.
+
+The figures are measured by `recipes/benchmarks/translation_quality.py` (quality) and
+`recipes/benchmarks/translation_speed.py` (speed, beside CTranslate2); recipes/benchmarks/RESULTS.md,
+"Fast translation", has both tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .machine import BF16_CPU_FLAGS, cpu_flags
+
+#: the ``--dtype`` values of translation, ``auto`` first (the default of ``hf-graphtf translate``)
+TRANSLATION_DTYPES = ("auto", "fp32", "bf16", "fp16", "int8")
+#: the torch dtype each float format loads its weights in (int8 loads in fp32, then quantizes)
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64", "int8": "float32"}
+#: other spellings accepted wherever the package takes a dtype (the self-check spells torch's names)
+DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64", "qint8": "int8"}
+
+#: How far a cheaper format may move test BLEU from fp32 and still be chosen unasked.
+QUALITY_TOLERANCE = 0.3
+#: Test BLEU in bf16 minus fp32, on the main job's model (the quickstart recipe: Bible es-en test split,
+#: beam 5; `translation_quality.py`, recipes/benchmarks/RESULTS.md, "Fast translation").
+BF16_BLEU_COST = 0.0
+#: The same for int8 (`quantize_int8`): said in ``--help`` and on the results page; never chosen unasked.
+INT8_BLEU_COST = -0.09
+
+
+def canonical_dtype(name: str, allowed: tuple[str, ...] = TRANSLATION_DTYPES) -> str:
+    """``name`` in the package's spelling (``bfloat16`` -> ``bf16``); a value outside ``allowed`` is refused,
+    naming the choices."""
+    canonical = DTYPE_ALIASES.get(name, name)
+    if canonical not in allowed:
+        aliases = ", ".join(alias for alias, target in DTYPE_ALIASES.items() if target in allowed)
+        raise ValueError(f"dtype must be one of {', '.join(allowed)} (or {aliases}); got {name!r}")
+    return canonical
+
+
+@dataclass(frozen=True)
+class TranslationMode:
+    """What a model translates in and why: ``dtype`` is one of `TRANSLATION_DTYPES` but ``auto``;
+    ``reason`` is the one line the CLI prints; ``emulated`` marks bf16 on a device without it."""
+
+    dtype: str
+    requested: str
+    reason: str
+    emulated: bool = False
+
+    @property
+    def torch_dtype(self) -> str:
+        return TORCH_DTYPES[self.dtype]
+
+
+def device_computes_bf16(device: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
+    """Whether ``device`` multiplies bf16 in hardware; None where it cannot be told (a CPU whose flags
+    cannot be read: not Linux)."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if str(device) != "cpu":
+        return None
+    flags = cpu_flags(cpuinfo)
+    return bool(flags & set(BF16_CPU_FLAGS)) if flags else None
+
+
+def resolve_translation_dtype(requested: str, device: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> TranslationMode:
+    """The format to translate in on ``device``, with the line that says why.
+
+    ``auto`` takes bf16 where the device computes it natively and bf16 held quality (`BF16_BLEU_COST`
+    within `QUALITY_TOLERANCE`), fp32 elsewhere; it never takes int8. An explicit format is kept: bf16
+    on a device without it is marked emulated (it works, slowly), and int8 off a CPU is refused."""
+    requested = canonical_dtype(requested)
+    native = device_computes_bf16(device, cpuinfo)
+    where = "this GPU" if str(device).startswith("cuda") else "this CPU"
+    if requested == "int8" and str(device) != "cpu":
+        raise ValueError(
+            f"dtype int8 runs on a CPU only (torch's dynamic int8 quantization of nn.Linear); on {device} use "
+            "bf16, which `auto` picks where the device has it"
+        )
+    if requested == "int8":
+        return TranslationMode(
+            "int8",
+            requested,
+            f"translating in int8 (weights quantized; {INT8_BLEU_COST:+.2f} BLEU against fp32 on the quickstart "
+            "model, more or less on yours)",
+        )
+    if requested == "auto":
+        if native and abs(BF16_BLEU_COST) <= QUALITY_TOLERANCE:
+            return TranslationMode(
+                "bf16",
+                requested,
+                f"translating in bf16: {where} computes it natively ({BF16_BLEU_COST:+.2f} BLEU against fp32 on "
+                "the quickstart model); --dtype fp32 for full precision, --dtype int8 for more speed",
+            )
+        why = "cannot tell whether it computes bf16" if native is None else "has no native bf16"
+        return TranslationMode("fp32", requested, f"translating in fp32: {where} {why}")
+    if requested == "bf16" and native is False:
+        return TranslationMode(
+            "bf16",
+            requested,
+            f"translating in bf16, which {where} emulates (no {'/'.join(BF16_CPU_FLAGS)}): many times slower "
+            "than fp32; --dtype auto picks the fastest format this device runs",
+            emulated=True,
+        )
+    return TranslationMode(requested, requested, f"translating in {requested}")
+
+
+def quantize_int8(model: Any) -> Any:
+    """``model`` with every ``nn.Linear`` replaced by a dynamically quantized int8 one (CPU inference only).
+
+    torch's ``quantize_dynamic`` (fbgemm/oneDNN int8 GEMMs, activations quantized per batch) rather than
+    torchao's ``quantize_``: on a CPU in eager mode torchao's int8 configs ran at 0.84-0.99x fp32 where
+    ``quantize_dynamic`` ran at 1.68x (recipes/benchmarks/RESULTS.md, "Fast translation"), and it
+    needs no extra package. torch marks it deprecated in favour of torchao; where a torch release drops it,
+    the error says so. Embeddings stay float: they are lookups, not products."""
+    import torch
+
+    try:
+        from torch.ao.quantization import quantize_dynamic
+    except ImportError as error:  # pragma: no cover - torch releases that removed it
+        raise RuntimeError(
+            f"dtype int8 needs torch.ao.quantization.quantize_dynamic, gone from this torch: {error}"
+        ) from error
+    import warnings
+
+    with warnings.catch_warnings():
+        # torch 2.13 warns that its quantized tensor types will go (pytorch issue 184982): said in the
+        # docstring above and on the results page, not at every translation
+        warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor.*deprecated", category=UserWarning)
+        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
+__all__ = [
+    "BF16_BLEU_COST",
+    "DTYPE_ALIASES",
+    "INT8_BLEU_COST",
+    "QUALITY_TOLERANCE",
+    "TORCH_DTYPES",
+    "TRANSLATION_DTYPES",
+    "TranslationMode",
+    "canonical_dtype",
+    "device_computes_bf16",
+    "quantize_int8",
+    "resolve_translation_dtype",
+]

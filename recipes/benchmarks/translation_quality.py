@@ -1,0 +1,109 @@
+"""What each translation format costs in quality: test BLEU and chrF of one saved model in fp32, bf16 and int8.
+
+    python recipes/benchmarks/translation_quality.py                       # the main job's model, es-en test
+    python recipes/benchmarks/translation_quality.py --model outputs/al_both --modes fp32,int8
+    python recipes/benchmarks/translation_quality.py --model M --corpus C --max-sentences 50   # a quick look
+
+Each format translates the whole split through the package's own `load_model` and `translate_texts` (the
+calls under ``hf-graphtf translate``), with the model's beam (``--beam-size`` to change it); scores are
+sacreBLEU's BLEU and chrF against the split's target side, and the table gives each format's difference
+from fp32. `hf_graphtf.translation_modes` holds the bf16 and int8 figures of the main job's model:
+``auto`` takes bf16 only because its cost there stayed within `QUALITY_TOLERANCE`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import sacrebleu
+import torch
+from benchmark_page import header, run_start, table
+
+from hf_graphtf.data import load_parallel_corpus
+from hf_graphtf.inference import load_model, translate_texts
+from hf_graphtf.translation_modes import QUALITY_TOLERANCE, TRANSLATION_DTYPES, canonical_dtype
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="outputs/quickstart", help="saved model (default: the main job's)")
+    parser.add_argument("--corpus", default="data/bible-es-en")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--src-lang", default="es")
+    parser.add_argument("--tgt-lang", default="en")
+    parser.add_argument("--modes", default="fp32,bf16,int8", help=f"of {', '.join(TRANSLATION_DTYPES[1:])}")
+    parser.add_argument("--beam-size", type=int, default=5, help="the quickstart's test beam")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-sentences", type=int, default=None, help="the first N of the split (default: all)")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--json", help="also write the rows as JSON here")
+    args = parser.parse_args(argv)
+    modes = [canonical_dtype(mode, TRANSLATION_DTYPES[1:]) for mode in args.modes.split(",")]
+    if "fp32" not in modes:
+        modes.insert(0, "fp32")  # the reference every difference is taken from
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    start = run_start()
+
+    split = load_parallel_corpus(args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, split=args.split)
+    pairs = split["translation"][: args.max_sentences]
+    sources = [pair[args.src_lang] for pair in pairs]
+    references = [pair[args.tgt_lang] for pair in pairs]
+    scores = {}
+    for mode in modes:
+        tokenizer, model = load_model(args.model, "cpu", mode)
+        began = time.perf_counter()
+        hypotheses = translate_texts(
+            tokenizer,
+            model,
+            sources,
+            batch_size=args.batch_size,
+            num_beams=args.beam_size,
+            max_new_tokens=args.max_new_tokens,
+            progress=sys.stderr.isatty(),
+        )
+        seconds = time.perf_counter() - began
+        bleu = sacrebleu.corpus_bleu(hypotheses, [references]).score
+        chrf = sacrebleu.corpus_chrf(hypotheses, [references]).score
+        scores[mode] = {"bleu": round(bleu, 2), "chrf": round(chrf, 2), "seconds": round(seconds, 1)}
+        print(f"{mode}: BLEU {bleu:.2f} chrF {chrf:.2f} ({seconds:.0f} s)", file=sys.stderr)
+        del model
+
+    reference = scores["fp32"]
+    rows = []
+    for mode, score in scores.items():
+        delta = score["bleu"] - reference["bleu"]
+        rows.append(
+            [
+                mode,
+                f"{score['bleu']:.2f}",
+                f"{delta:+.2f}",
+                f"{score['chrf']:.2f}",
+                f"{score['chrf'] - reference['chrf']:+.2f}",
+                f"{reference['seconds'] / score['seconds']:.2f}x",
+                "" if mode == "fp32" else ("yes" if abs(delta) <= QUALITY_TOLERANCE else "no"),
+            ]
+        )
+    settings = {
+        "model": args.model,
+        "test": f"{args.corpus} {args.split} split, {len(sources):,} sentences, {args.src_lang}->{args.tgt_lang}, "
+        f"beam {args.beam_size}, up to {args.max_new_tokens} new tokens, batches of {args.batch_size}, sacreBLEU "
+        f"{sacrebleu.__version__} (BLEU 13a, chrF) against the target side",
+        "speed": "wall-clock time of each whole split, torch threads "
+        f"{torch.get_num_threads()} (a rough guide; translation_speed.py is the controlled comparison)",
+    }
+    print(header("Translation quality by format", settings, "cpu", start))
+    print()
+    columns = ["format", "BLEU", "Δ BLEU", "chrF", "Δ chrF", "speed vs fp32", f"within {QUALITY_TOLERANCE} BLEU"]
+    print(table(columns, rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(scores, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,343 @@
+"""Translation speed beside CTranslate2: Transformers' Marian, the linked model in every format
+`hf-graphtf translate` offers, and CTranslate2 on the vanilla weights, in one process, interleaved.
+
+    python recipes/benchmarks/translation_speed.py                           # opus-mt's shape, vocab 8,000
+    python recipes/benchmarks/translation_speed.py --threads 1 --clock cpu   # on a machine shared with other jobs
+    python recipes/benchmarks/translation_speed.py --size tiny --steps 1 --warmup 0 --cli-lines 8   # smoke
+
+People who translate with Marian or NLLB models pick CTranslate2 for speed, but a model with the attention
+link or graph attention cannot run there: this package is its only engine. So the table sets the linked
+model, in each format of ``--dtype``, beside CTranslate2 running the same model without the link, which is
+the speed such a user gives up.
+
+Two parts:
+
+- **generate**: one batch (16 sentences of 24 tokens by default), exactly ``--new-tokens`` new tokens each
+  (``min = max``, so random weights do a trained model's work), greedy and beam 4, for each thread count.
+  The Transformers systems load through the package's own `load_model` (the call under ``translate``);
+  CTranslate2 translates the same token ids (``translate_batch``, ``min_decoding_length =
+  max_decoding_length``).
+- **end to end** (``--cli-lines``): a text file through ``hf-graphtf translate`` in a child process, load
+  time included, against a CTranslate2 script doing the same (load, tokenize, translate, detokenize,
+  write); target tokens per second of the child's CPU time (``--clock cpu``) or wall time.
+
+Models have random weights at a pretrained checkpoint's shape, with opus-mt's special tokens (``</s>``
+first, ``<pad>`` last and the decoder's start), and a word-level tokenizer over the vocabulary, so that
+CTranslate2's Marian converter takes the vanilla model as it takes an opus-mt download.
+
+CTranslate2 is a benchmark-only extra (``pip install -e ".[bench]"``), never a dependency of the package;
+without it its rows say it is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from benchmark_page import header, run_start, table
+from common import SHAPES, Shape
+from measure import CLOCK_TEXT, interleaved
+
+from hf_graphtf.inference import load_model
+from hf_graphtf.translation_modes import TRANSLATION_DTYPES, canonical_dtype
+
+#: opus-mt's special tokens: the converter of CTranslate2 expects ``<pad>`` last (the decoder's start)
+EOS, UNK = 0, 1
+
+
+def has_ctranslate2() -> bool:
+    return importlib.util.find_spec("ctranslate2") is not None
+
+
+def write_models(shape: Shape, folder: Path, seed: int) -> dict[str, Path]:
+    """Vanilla `MarianMTModel` and the same weights with ``attention_link="both"``, each with a word-level
+    tokenizer, saved as a user's checkpoints are; returns their folders."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import MarianConfig, MarianMTModel, PreTrainedTokenizerFast
+
+    from hf_graphtf import GraphMarianMTModel
+
+    pad = shape.vocab - 1
+    vocab = {"</s>": EOS, "<unk>": UNK, **{f"w{i}": i for i in range(2, pad)}, "<pad>": pad}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", EOS)])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="</s>", unk_token="<unk>", pad_token="<pad>", model_max_length=512
+    )
+    config = MarianConfig(
+        vocab_size=shape.vocab,
+        d_model=shape.d_model,
+        encoder_layers=shape.encoder_layers,
+        decoder_layers=shape.decoder_layers,
+        encoder_attention_heads=shape.heads,
+        decoder_attention_heads=shape.heads,
+        encoder_ffn_dim=shape.ffn_dim,
+        decoder_ffn_dim=shape.ffn_dim,
+        max_position_embeddings=512,
+        eos_token_id=EOS,
+        pad_token_id=pad,
+        decoder_start_token_id=pad,
+        forced_eos_token_id=EOS,
+        num_beams=4,
+        max_length=512,
+    )
+    torch.manual_seed(seed)
+    folders = {"vanilla": folder / "vanilla", "linked": folder / "linked"}
+    MarianMTModel(config).save_pretrained(folders["vanilla"])
+    linked = GraphMarianMTModel.from_pretrained(folders["vanilla"], attention_link="both")
+    linked.save_pretrained(folders["linked"])
+    for path in folders.values():
+        tokenizer.save_pretrained(path)
+    return folders
+
+
+def convert_ctranslate2(vanilla: Path, folder: Path, quantization: str | None) -> Path:
+    """The vanilla checkpoint as CTranslate2 converts an opus-mt download (``ct2-transformers-converter``)."""
+    from ctranslate2.converters import TransformersConverter
+
+    output = folder / f"ct2-{quantization or 'float32'}"
+    TransformersConverter(str(vanilla)).convert(str(output), quantization=quantization, force=True)
+    return output
+
+
+def source_batch(shape: Shape, batch_size: int, length: int, seed: int) -> torch.Tensor:
+    """``batch_size`` sentences of exactly ``length`` tokens, the last ``</s>`` (no padding, so every system
+    reads the same sources)."""
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(2, shape.vocab - 1, (batch_size, length), generator=generator)
+    ids[:, -1] = EOS
+    return ids
+
+
+def hf_runner(model: torch.nn.Module, ids: torch.Tensor, beams: int, new_tokens: int) -> Callable[[], object]:
+    mask = torch.ones_like(ids)
+    options = dict(num_beams=beams, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+
+    def run() -> torch.Tensor:
+        with torch.inference_mode():
+            output = model.generate(input_ids=ids, attention_mask=mask, **options)
+        if output.shape[1] != new_tokens + 1:  # + the decoder start token
+            raise RuntimeError(f"expected {new_tokens} new tokens, got {output.shape[1] - 1}")
+        return output
+
+    return run
+
+
+def ct2_runner(translator, tokens: list[list[str]], beams: int, new_tokens: int) -> Callable[[], object]:
+    def run() -> object:
+        results = translator.translate_batch(
+            tokens,
+            beam_size=beams,
+            max_decoding_length=new_tokens,
+            min_decoding_length=new_tokens,
+            max_batch_size=len(tokens),
+        )
+        lengths = {len(result.hypotheses[0]) for result in results}
+        if not lengths <= {new_tokens, new_tokens - 1}:  # with or without the closing </s>
+            raise RuntimeError(f"CTranslate2 generated {sorted(lengths)} tokens, asked for {new_tokens}")
+        return results
+
+    return run
+
+
+#: the end-to-end CTranslate2 job: what a CTranslate2 user runs on a text file (load, tokenize, translate
+#: in length-sorted batches, detokenize, write), timed like ``hf-graphtf translate``
+CT2_SCRIPT = """
+import sys, ctranslate2
+from transformers import AutoTokenizer
+model, tokenizer_dir, source, target, beams, new_tokens, threads, batch = sys.argv[1:]
+tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+translator = ctranslate2.Translator(model, device="cpu", intra_threads=int(threads), inter_threads=1)
+lines = open(source, encoding="utf-8").read().splitlines()
+tokens = [tokenizer.convert_ids_to_tokens(tokenizer(line)["input_ids"]) for line in lines]
+results = translator.translate_batch(tokens, beam_size=int(beams), max_decoding_length=int(new_tokens),
+                                     max_batch_size=int(batch), batch_type="examples")
+with open(target, "w", encoding="utf-8") as out:
+    for result in results:
+        ids = tokenizer.convert_tokens_to_ids(result.hypotheses[0])
+        out.write(tokenizer.decode(ids, skip_special_tokens=True) + "\\n")
+"""
+
+
+def timed_child(command: list[str], clock: str) -> float:
+    """Seconds a child process took: its CPU time (user + system, all its threads) or wall time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    wall = time.perf_counter() - start
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:4])} ... failed:\n{result.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu if clock == "cpu" else wall
+
+
+def end_to_end(args, shape: Shape, folders: dict[str, Path], ct2: dict[str, Path], work: Path) -> list[list[str]]:
+    """``--cli-lines`` lines through ``hf-graphtf translate`` (linked model, each format) and through
+    CTranslate2 (vanilla weights), load included; target tokens/s."""
+    generator = torch.Generator().manual_seed(args.seed + 1)
+    source = work / "source.txt"
+    lines = []
+    for _ in range(args.cli_lines):
+        length = int(torch.randint(args.length // 2, args.length * 3 // 2, (1,), generator=generator))
+        words = torch.randint(2, shape.vocab - 1, (length,), generator=generator).tolist()
+        lines.append(" ".join(f"w{word}" for word in words))
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    common = ["--beam-size", str(args.cli_beams), "--max-new-tokens", str(args.new_tokens)]
+    common += ["--batch-size", str(args.batch_size), "--quiet", "--input", str(source)]
+    rows = []
+    threads = args.threads[0]
+    jobs: list[tuple[str, list[str], Path]] = []
+    for mode in args.modes:
+        output = work / f"out-{mode}.txt"
+        command = [sys.executable, "-m", "hf_graphtf.cli", "translate", "--model", str(folders["linked"])]
+        command += [*common, "--threads", str(threads), "--dtype", mode, "--output", str(output)]
+        jobs.append((f"hf-graphtf translate, linked, --dtype {mode}", command, output))
+    for quantization, folder in ct2.items():
+        output = work / f"ct2-{quantization}.txt"
+        command = [sys.executable, "-c", CT2_SCRIPT, str(folder), str(folders["vanilla"]), str(source), str(output)]
+        command += [str(args.cli_beams), str(args.new_tokens), str(threads), str(args.batch_size)]
+        jobs.append((f"CTranslate2 {ctranslate2_version()}, vanilla weights, {quantization}", command, output))
+    for name, command, output in jobs:
+        seconds = timed_child(command, args.clock)
+        produced = len(output.read_text(encoding="utf-8").split())  # one word-level token per word
+        rows.append([name, f"{produced:,}", f"{seconds:.1f}", f"{produced / seconds:.0f}"])
+    return rows
+
+
+def ctranslate2_version() -> str:
+    import ctranslate2
+
+    return ctranslate2.__version__
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=sorted(SHAPES), default="opus-mt")
+    parser.add_argument("--vocab", type=int, default=8000, help="vocabulary (opus-mt's own is 65,001)")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--length", type=int, default=24, help="source tokens per sentence")
+    parser.add_argument("--new-tokens", type=int, default=24)
+    parser.add_argument("--beams", default="4,1", help="comma-separated beam sizes (1: greedy)")
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    parser.add_argument(
+        "--modes",
+        default="fp32,bf16,int8",
+        help=f"the package's formats to time, of {', '.join(TRANSLATION_DTYPES[1:])}",
+    )
+    parser.add_argument("--steps", type=int, default=3, help="measured calls per system (after warm-up)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    parser.add_argument("--cli-lines", type=int, default=0, help="lines of the end-to-end part (0: none)")
+    parser.add_argument("--cli-beams", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write the rows as JSON here")
+    args = parser.parse_args(argv)
+    args.beams = [int(b) for b in args.beams.split(",")]
+    args.threads = [int(t) for t in args.threads.split(",")]
+    args.modes = [canonical_dtype(m, TRANSLATION_DTYPES[1:]) for m in args.modes.split(",")]
+    start = run_start()
+    shape = Shape(**{**SHAPES[args.size].__dict__, "vocab": args.vocab})
+
+    work = Path(tempfile.mkdtemp(prefix="translation-speed-"))
+    folders = write_models(shape, work, args.seed)
+    ct2: dict[str, Path] = {}
+    if has_ctranslate2():
+        ct2 = {
+            q: convert_ctranslate2(folders["vanilla"], work, None if q == "float32" else q) for q in ("float32", "int8")
+        }
+        missing = ""
+    else:
+        missing = "not installed (pip install ctranslate2, or the [bench] extra): its rows are missing"
+        print(f"CTranslate2 {missing}", file=sys.stderr)
+
+    ids = source_batch(shape, args.batch_size, args.length, args.seed)
+    rows, records = [], []
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        systems: dict[str, Callable[[int], Callable[[], object]]] = {}
+        for family in ("vanilla", "linked"):
+            for mode in args.modes:
+                tokenizer, model = load_model(str(folders[family]), "cpu", mode)
+                name = (
+                    f"{'Transformers MarianMTModel' if family == 'vanilla' else 'linked (attention_link=both)'} {mode}"
+                )
+                systems[name] = lambda beams, model=model: hf_runner(model, ids, beams, args.new_tokens)
+        if ct2:
+            import ctranslate2
+
+            tokens = [tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()]
+            for quantization, folder in ct2.items():
+                translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=threads, inter_threads=1)
+                name = f"CTranslate2 {ctranslate2.__version__} (vanilla weights) {quantization}"
+                systems[name] = lambda beams, t=translator, s=tokens: ct2_runner(t, s, beams, args.new_tokens)
+        for beams in args.beams:
+            names = list(systems)
+            timing = interleaved(
+                [systems[name](beams) for name in names],
+                steps=args.steps,
+                warmup=args.warmup,
+                sync=lambda: None,
+                clock=args.clock,
+            )
+            base = timing.median(0)
+            ct2_int8 = next(
+                (i for i, n in enumerate(names) if n.startswith("CTranslate2") and n.endswith("int8")), None
+            )
+            for i, name in enumerate(names):
+                tokens_per_second = args.batch_size * args.new_tokens / timing.median(i)
+                cells = [
+                    str(threads),
+                    "greedy" if beams == 1 else f"beam {beams}",
+                    name,
+                    f"{tokens_per_second:.0f}",
+                    f"{base / timing.median(i):.2f}x",
+                    "–" if ct2_int8 is None else f"{timing.median(ct2_int8) / timing.median(i):.2f}x",
+                ]
+                rows.append(cells)
+                records.append(
+                    {"threads": threads, "beams": beams, "system": name, "tokens_per_second": tokens_per_second}
+                )
+
+    settings = {
+        "model": f"opus-mt's shape ({shape.describe()}), random weights, sdpa",
+        "batch": f"{args.batch_size} sentences of {args.length} source tokens, exactly {args.new_tokens} new tokens "
+        "each (min = max)",
+        "systems": "Transformers' MarianMTModel and the same weights with attention_link='both', each loaded by "
+        "hf_graphtf.inference.load_model in each --dtype; CTranslate2 on the vanilla weights, converted as "
+        "ct2-transformers-converter does" + (f" ({missing})" if missing else ""),
+        "steps": f"{args.warmup} warm-up + {args.steps} measured calls per system, interleaved; medians",
+        "clock": CLOCK_TEXT[args.clock],
+    }
+    print(header("Translation speed beside CTranslate2", settings, "cpu", start))
+    print()
+    columns = ["threads", "search", "system", "target tokens/s", "vs Transformers fp32", "vs CTranslate2 int8"]
+    print(table(columns, rows))
+    if args.cli_lines:
+        e2e = end_to_end(args, shape, folders, ct2, work)
+        print()
+        print(
+            f"End to end, {args.cli_lines} lines ({args.length // 2}-{args.length * 3 // 2 - 1} words), beam "
+            f"{args.cli_beams}, up to {args.new_tokens} new tokens, {args.threads[0]} thread(s), batches of "
+            f"{args.batch_size}, load time included; {CLOCK_TEXT[args.clock]} of the child process:"
+        )
+        print()
+        print(table(["system", "target tokens", "seconds", "target tokens/s"], e2e))
+        records += [{"end_to_end": row[0], "tokens": row[1], "seconds": row[2]} for row in e2e]
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Translating in cheaper formats: ``--dtype auto | fp32 | bf16 | fp16 | int8`` (hf_graphtf.translation_modes).
+
+The rule ``auto`` follows is checked with stand-in ``/proc/cpuinfo`` files, so it holds on every host kind;
+int8 and bf16 translation run for real on tiny models of every family and option set.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from model_matrix import FAMILIES, source_batch
+from recipe_fixtures import one_thread, trained_tiny_model  # noqa: F401  (autouse fixture)
+
+from hf_graphtf import cli, translation_modes
+from hf_graphtf.self_check import matrix
+from hf_graphtf.translation_modes import (
+    QUALITY_TOLERANCE,
+    canonical_dtype,
+    quantize_int8,
+    resolve_translation_dtype,
+)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    return trained_tiny_model(tmp_path_factory)
+
+
+def _cpuinfo(tmp_path, flags: str):
+    path = tmp_path / f"cpuinfo-{flags.replace(' ', '-') or 'none'}"
+    path.write_text(f"processor\t: 0\nmodel name\t: Test CPU\nflags\t\t: fpu sse2 avx2 {flags}\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("flags", ["avx512_bf16", "amx_bf16 amx_tile"])
+def test_auto_takes_bf16_only_where_the_cpu_computes_it(tmp_path, flags):
+    mode = resolve_translation_dtype("auto", "cpu", _cpuinfo(tmp_path, flags))
+    assert mode.dtype == "bf16" and mode.requested == "auto" and not mode.emulated
+    assert "natively" in mode.reason and "\n" not in mode.reason
+
+
+def test_auto_falls_back_to_fp32_with_one_line_on_a_cpu_without_bf16(tmp_path):
+    mode = resolve_translation_dtype("auto", "cpu", _cpuinfo(tmp_path, "avx512f"))
+    assert mode.dtype == "fp32" and mode.reason == "translating in fp32: this CPU has no native bf16"
+    unreadable = resolve_translation_dtype("auto", "cpu", tmp_path / "absent")  # not Linux: cannot tell
+    assert unreadable.dtype == "fp32" and "cannot tell" in unreadable.reason
+
+
+def test_auto_takes_bf16_only_because_it_held_quality(tmp_path, monkeypatch):
+    """The quality clause: were bf16's measured BLEU cost over the tolerance, auto would keep fp32."""
+    with_bf16 = _cpuinfo(tmp_path, "avx512_bf16")
+    assert abs(translation_modes.BF16_BLEU_COST) <= QUALITY_TOLERANCE
+    monkeypatch.setattr(translation_modes, "BF16_BLEU_COST", -(QUALITY_TOLERANCE + 0.01))
+    assert resolve_translation_dtype("auto", "cpu", with_bf16).dtype == "fp32"
+
+
+def test_int8_is_never_chosen_unasked(tmp_path):
+    for flags in ("", "avx512_bf16", "amx_bf16 amx_int8 avx512_vnni"):
+        assert resolve_translation_dtype("auto", "cpu", _cpuinfo(tmp_path, flags)).dtype != "int8"
+    asked = resolve_translation_dtype("int8", "cpu", _cpuinfo(tmp_path, ""))
+    assert asked.dtype == "int8" and "BLEU" in asked.reason and asked.torch_dtype == "float32"
+
+
+def test_explicit_formats_are_kept_and_emulated_bf16_is_said(tmp_path):
+    without = _cpuinfo(tmp_path, "")
+    emulated = resolve_translation_dtype("bf16", "cpu", without)
+    assert emulated.dtype == "bf16" and emulated.emulated and "emulates" in emulated.reason
+    assert resolve_translation_dtype("fp32", "cpu", _cpuinfo(tmp_path, "avx512_bf16")).dtype == "fp32"
+    assert resolve_translation_dtype("bfloat16", "cpu", without).dtype == "bf16"  # the alias
+    with pytest.raises(ValueError, match="int8 runs on a CPU only"):
+        resolve_translation_dtype("int8", "cuda")
+
+
+def test_one_dtype_vocabulary_with_aliases():
+    assert [canonical_dtype(name) for name in ("float32", "bfloat16", "float16", "int8")] == [
+        "fp32",
+        "bf16",
+        "fp16",
+        "int8",
+    ]
+    assert canonical_dtype("float64", ("fp32", "bf16", "fp64")) == "fp64"
+    with pytest.raises(ValueError, match="dtype must be one of auto, fp32, bf16, fp16, int8"):
+        canonical_dtype("int4")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_int8_translates_every_option_set_with_the_right_shape(family):
+    """Every family and option set quantizes and generates (greedy and beam): the link and graph paths read
+    no ``.weight`` of a quantized linear layer; the logits stay near fp32's."""
+    input_ids, attention_mask = source_batch()
+    for name, options in matrix.options_for(family).items():
+        model = matrix.tiny_model(family, options, dtype=torch.float32)
+        with torch.inference_mode():
+            full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=input_ids[:, :3]).logits
+            quantized = quantize_int8(model)
+            assert any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in quantized.modules()), name
+            logits = quantized(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=input_ids[:, :3])
+            assert logits.logits.shape == full.shape, name
+            # int8 of a d=16 model: a rounding error of some percent, not another function
+            assert (logits.logits - full).norm() < 0.3 * full.norm(), name
+            for beams in (1, 2):
+                out = quantized.generate(
+                    input_ids=input_ids, attention_mask=attention_mask, num_beams=beams, max_new_tokens=4
+                )
+                assert out.shape[0] == input_ids.shape[0] and out.shape[1] <= 5, name
+
+
+@pytest.mark.parametrize("dtype, torch_dtype", [("int8", torch.float32), ("bf16", torch.bfloat16)])
+def test_the_cli_translates_in_int8_and_bf16_and_says_so(trained, tmp_path, capsys, monkeypatch, dtype, torch_dtype):
+    seen = {}
+    real_load = cli.load_model
+
+    def spy(*args, **kwargs):
+        tokenizer, model = real_load(*args, **kwargs)
+        seen["mode"], seen["dtype"] = model.translation_mode, model.dtype
+        return tokenizer, model
+
+    monkeypatch.setattr(cli, "load_model", spy)
+    lines = ["El rey dijo pan.", "", "El hombre y la mujer vieron la tierra."]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = ["translate", "--model", str(trained.output_dir), "--input", str(tmp_path / "in.txt")]
+    argv += ["--output", str(tmp_path / "out.txt"), "--max-new-tokens", "4", "--quiet", "--dtype", dtype]
+    assert cli.main(argv) == 0
+    outputs = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(outputs) == 3 and outputs[1] == "" and outputs[0]
+    assert seen["mode"].dtype == dtype and seen["dtype"] == torch_dtype
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hf-graphtf: translating")]
+    assert len(said) == 1 and dtype in said[0]
+
+
+def test_the_cli_default_is_auto_and_says_its_choice(trained, tmp_path, capsys, monkeypatch):
+    """Without --dtype, translate picks by the device and says so in one line; on a CPU without bf16
+    (stand-in flags) it falls back to fp32, saying why."""
+    (tmp_path / "in.txt").write_text("El rey dijo pan.\n", encoding="utf-8")
+    argv = ["translate", "--model", str(trained.output_dir), "--input", str(tmp_path / "in.txt"), "--quiet"]
+    argv += ["--max-new-tokens", "4"]
+    for flags, expected in ((set(), "fp32"), ({"avx512_bf16"}, "bf16")):
+        monkeypatch.setattr(translation_modes, "cpu_flags", lambda cpuinfo, flags=flags: {"sse2", *flags})
+        assert cli.main([*argv, "--output", str(tmp_path / f"{expected}.txt")]) == 0
+        said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hf-graphtf:")]
+        assert said == [said[0]] and f"translating in {expected}" in said[0]
+    with pytest.raises(SystemExit):  # refused by the parser, naming the choices
+        cli.main([*argv, "--dtype", "int4"])
+    assert "dtype must be one of" in capsys.readouterr().err
+
+
+def test_evaluate_and_check_keep_fp32_by_default_and_take_the_aliases():
+    parser = cli.build_parser()
+    assert parser.parse_args(["evaluate", "--model", "m", "--source", "s"]).dtype == "fp32"
+    assert parser.parse_args(["translate", "--model", "m"]).dtype == "auto"
+    assert parser.parse_args(["check", "--dtype", "bfloat16"]).dtype == "bf16"
+    assert parser.parse_args(["check", "--dtype", "float64"]).dtype == "fp64"
