@@ -428,7 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.set_defaults(func=cmd_analyze)
 
     check = commands.add_parser(
-        "check", help="self-test on this install and device: vanilla equivalence, SPEC, cache, save/load (< 1 min)"
+        "check",
+        help="self-test on this install and device: vanilla equivalence, the formulas of docs/method.md "
+        "re-computed, cache, save/load (< 1 min)",
     )
     check.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available, else cpu)")
     check.add_argument(

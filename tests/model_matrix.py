@@ -1,7 +1,7 @@
 """The package's (family x options) matrix (`hf_graphtf.self_check.matrix`) on the tests' device and dtype.
 
 The battery runs on the CPU in float64. ``HF_GRAPHTF_TEST_DEVICE=cuda`` runs the same tests on a GPU
-(recipes/gpu/run_all.sh does, for the SPEC re-computation and the generation tests), and
+(recipes/gpu/run_all.sh does, for the method re-computation and the generation tests), and
 ``HF_GRAPHTF_TEST_DTYPE=float32`` in float32, where `TOLERANCE` widens to what float32 can hold.
 """
 

@@ -156,7 +156,7 @@ def test_check_fails_when_the_decoder_loses_its_cache(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "FAIL  bart    al-dec" in out and "cached == uncached" in out
     assert "1 FAILED" in out or "2 FAILED" in out
-    assert "SPEC re-computation" in out and "PASS  bart    al-dec                       SPEC" in out
+    assert "method re-computation" in out and "PASS  bart    al-dec                       method" in out
 
 
 def _case_whose_uncached_decode_swaps_a_tied_token(monkeypatch, dtype, num_beams, tie: bool):
@@ -268,7 +268,7 @@ def test_check_covers_the_nllb_family_and_its_refusal_of_graph_attention(capsys,
     assert cli.main(["check", "--families", "m2m_100", "--options", "vanilla", "al-both-gate", "graph-gate"]) == 0
     out = capsys.readouterr().out
     assert "PASS  m2m_100 vanilla" in out and "identical to M2M100ForConditionalGeneration" in out
-    assert "PASS  m2m_100 al-both-gate                 SPEC re-computation" in out
+    assert "PASS  m2m_100 al-both-gate                 method re-computation" in out
     assert "PASS  m2m_100 graph-gate                   not defined: refused" in out
     # a config that builds an option set its family does not define fails the check (here: Marian's, as
     # though graph attention were not defined for it)

@@ -75,7 +75,7 @@ def test_vanilla_config_keeps_vanilla_modules(family):
     ]
 
 
-# --- SPEC re-computation -------------------------------------------------------------------------
+# --- method re-computation -----------------------------------------------------------------------
 
 
 @options_params

@@ -248,3 +248,31 @@ def test_scoring_stands_apart_from_training():
     for module in ("analysis.py", "cli.py"):
         text = (PACKAGE / module).read_text(encoding="utf-8")
         assert "training.metrics" not in text, module
+
+
+#: files that quote what a run printed or wrote then: they stay as they were
+_QUOTED = ("recipes/gpu/results/", "recipes/experiments/archive/", "model_cards/quickstart/")
+_MD_PATH = re.compile(r"(?<![\w/.])((?:\.\./)*(?:[\w.-]+/)+[\w.-]+\.md)\b")
+
+
+def test_no_file_names_a_document_the_repository_lacks():
+    """Every path to a Markdown document named in the code, docs and recipes exists (from the repository
+    root or from the naming file's folder), and the method is read from docs/method.md, not an outside spec."""
+    import subprocess
+
+    root = PACKAGE.parent
+    tracked = subprocess.run(["git", "-C", str(root), "ls-files"], capture_output=True, text=True, check=True)
+    missing = []
+    for name in tracked.stdout.split():
+        if name.startswith(_QUOTED) or not name.endswith((".py", ".md", ".yaml", ".sh", ".toml", "run")):
+            continue
+        path = root / name
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if "SPEC.md" in text and name != "tests/test_structure.py":
+            missing.append(f"{name}: SPEC.md (the method is docs/method.md)")
+        for target in set(_MD_PATH.findall(text)):
+            if target.startswith("/") or "<" in target:
+                continue
+            if not any((base / target).exists() for base in (root, path.parent, PACKAGE)):  # package data
+                missing.append(f"{name}: {target}")
+    assert not missing, missing

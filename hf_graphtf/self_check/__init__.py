@@ -6,7 +6,7 @@ each family and each option set of the test matrix, on tiny random models:
 
 * **vanilla**: with every option off the model computes exactly what the vanilla Transformers class
   computes with the same weights (once per family);
-* **spec**: the outputs equal a plain re-computation of SPEC.md's formulas (`reference`), done in
+* **spec**: the outputs equal a plain re-computation of docs/method.md's formulas (`reference`), done in
   float64 on the same weights, to the tolerance of the dtype checked;
 * **cached**: generation with the KV cache agrees with generation without it, greedy and beam search;
 * **save/load**: a saved model reloads through the Auto classes and gives the same outputs.
@@ -88,8 +88,8 @@ def check_vanilla(case: Case) -> str:
 
 
 def spec_pairs(model, input_ids, attention_mask, decoder_input_ids) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-    """(what, the model's output, SPEC.md's re-computation) for the encoder states (real tokens), each graph
-    gate and the logits; the re-computation in float64 on a copy of the same weights."""
+    """(what, the model's output, the re-computation of docs/method.md) for the encoder states (real
+    tokens), each graph gate and the logits; the re-computation in float64 on a copy of the same weights."""
     exact = model if next(model.parameters()).dtype == torch.float64 else copy.deepcopy(model).to(torch.float64)
     with torch.no_grad():
         out = model(
@@ -104,7 +104,7 @@ def spec_pairs(model, input_ids, attention_mask, decoder_input_ids) -> list[tupl
     keep = attention_mask.bool()
     expected_gates = [gate for gate in gates if gate is not None]
     if len(out.encoder_graph_gates) != len(expected_gates):
-        raise CheckFailed(f"{len(out.encoder_graph_gates)} graph gates, SPEC gives {len(expected_gates)}")
+        raise CheckFailed(f"{len(out.encoder_graph_gates)} graph gates, docs/method.md gives {len(expected_gates)}")
     return [
         ("encoder states", out.encoder_last_hidden_state[keep], encoder_out[keep]),
         *(("graph gates", got[keep], want[keep]) for got, want in zip(out.encoder_graph_gates, expected_gates)),
@@ -113,7 +113,7 @@ def spec_pairs(model, input_ids, attention_mask, decoder_input_ids) -> list[tupl
 
 
 def check_spec(case: Case) -> str:
-    """Encoder states, logits and graph gates against SPEC.md's formulas, re-computed in float64."""
+    """Encoder states, logits and graph gates against docs/method.md's formulas, re-computed in float64."""
     input_ids, attention_mask = source_batch(case.device)
     pairs = spec_pairs(case.model(), input_ids, attention_mask, target_batch(case.device))
     return [_close(got, want, case.dtype, what) for what, got, want in pairs][-1]
@@ -272,7 +272,7 @@ def checks_for(case: Case) -> list[tuple[str, Callable[[], str]]]:
     if not OPTION_MATRIX[case.options]:
         checks.append(("vanilla equivalence", lambda: check_vanilla(case)))
     checks += [
-        ("SPEC re-computation", lambda: check_spec(case)),
+        ("method re-computation", lambda: check_spec(case)),
         ("cached == uncached, greedy", lambda: check_cached(case, num_beams=1)),
         ("cached == uncached, beam 3", lambda: check_cached(case, num_beams=3)),
         ("save/load round trip", lambda: check_save_load(case)),

@@ -17,7 +17,7 @@ TARGET_LANGUAGE = 3
 #: family name -> (config class, seq2seq class), from the package's family table
 FAMILIES = {name: (family.config_class, family.seq2seq_class) for name, family in MODEL_FAMILIES.items()}
 
-#: every option value of SPEC.md at least once; ids name the variant in test reports and check lines
+#: every option value of docs/method.md at least once; ids name the variant in test reports and check lines
 OPTION_MATRIX = {
     "vanilla": {},
     "al-enc": {"attention_link": "encoder"},

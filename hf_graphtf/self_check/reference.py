@@ -1,8 +1,9 @@
-"""A plain re-computation of SPEC.md's formulas from a model's own weights (the tests and `hf-graphtf check` use it).
+"""A plain re-computation of docs/method.md's formulas from a model's own weights (the tests and
+`hf-graphtf check` use it).
 
 Deliberately naive: explicit per-layer loops, explicit masks, every projection done with
 `F.linear` on the stored weights. Nothing here calls the package's attention, link or graph code,
-so agreement with the model is evidence that the model computes what SPEC.md says. Eval mode
+so agreement with the model is evidence that the model computes what docs/method.md says. Eval mode
 (no dropout); post-LN layers as in Marian and BART, pre-LN layers with a final LayerNorm per stack as
 in M2M100 (read from ``config.layer_norm_position``).
 """
@@ -86,7 +87,7 @@ def causal_mask(batch, length, dtype, device=None):
 
 
 def fuse(layer, config, a_h, a_m1, a_m2, a_l):
-    """SPEC's three fusions; returns (g, gate) with the gate the model reports (None for sum)."""
+    """docs/method.md's three fusions; returns (g, gate) with the gate the model reports (None for sum)."""
     if config.graph_fusion == "sum":
         return a_h + a_m1 + a_m2 + a_l, None
     if config.graph_fusion == "gate":
