@@ -22,34 +22,30 @@ from typing import Any
 
 from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS
 from hf_graphtf.training import noam_peak_learning_rate
+from hf_graphtf.variants import variant, variant_options
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 OPTION_DEFAULTS = GRAPH_OPTION_DEFAULTS
 
+#: the variants a recipe is written for, each its description and options from the registry (`hf_graphtf.variants`)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "vanilla": ("vanilla Transformer (baseline)", {}),
-    "al_encoder": ("attention link in the encoder self-attention", {"attention_link": "encoder"}),
-    "al_decoder": ("attention link in the decoder self- and cross-attention", {"attention_link": "decoder"}),
-    "al_both": ("attention link in the encoder and the decoder", {"attention_link": "both"}),
-    "al_both_gate": (
-        "attention link in the encoder and the decoder, learned per-head gate starting at zero (not from the paper)",
-        {"attention_link": "both", "attention_link_gate": "learned"},
-    ),
-    "graph_sum": ("graph-group encoder, groups summed", {"graph_attention": True, "graph_fusion": "sum"}),
-    "graph_gate": ("graph-group encoder, sigmoid gate", {"graph_attention": True, "graph_fusion": "gate"}),
-    "graph_self_gate": (
-        "graph-group encoder, self-attention gate over the groups",
-        {"graph_attention": True, "graph_fusion": "self_gate"},
-    ),
-    "graph_half_gate": (
-        "graph-group encoder in d_model/2, sigmoid gate",
-        {"graph_attention": True, "graph_fusion": "gate", "graph_half_dim": True},
-    ),
+    name: (variant(name).description, variant_options(name))
+    for name in (
+        "vanilla",
+        "al_encoder",
+        "al_decoder",
+        "al_both",
+        "al_both_gate",
+        "graph_sum",
+        "graph_gate",
+        "graph_self_gate",
+        "graph_half_gate",
+    )
 }
 
 #: the variants of the papers (the learned gate is for fine-tuning pretrained checkpoints)
-PAPER_VARIANTS = [name for name in VARIANTS if name != "al_both_gate"]
+PAPER_VARIANTS = [name for name in VARIANTS if variant(name).from_paper]
 
 BIBLE_MODEL = {
     "d_model": 256,

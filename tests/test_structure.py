@@ -276,3 +276,62 @@ def test_no_file_names_a_document_the_repository_lacks():
             if not any((base / target).exists() for base in (root, path.parent, PACKAGE)):  # package data
                 missing.append(f"{name}: {target}")
     assert not missing, missing
+
+
+#: the modules that name option bundles: each reads them from the registry (`hf_graphtf.variants`)
+_VARIANT_TABLES = (
+    "recipes/make_configs.py",
+    "recipes/benchmarks",
+    "recipes/gpu",
+    "recipes/experiments",
+    "hf_graphtf/self_check",
+    "hf_graphtf/cli.py",
+)
+_OPTION_KEYS = {"attention_link", "attention_link_mode", "attention_link_gate", "graph_attention", "graph_fusion"}
+
+
+def test_option_bundles_are_spelled_only_in_the_variant_registry():
+    """No table outside `hf_graphtf.variants` spells an option bundle as a dict literal: a name means one
+    set of options everywhere. (An option set from a flag's value, as `speed_flags.py --attention-link`,
+    is not a bundle.)"""
+    root = PACKAGE.parent
+    spelled = []
+    for entry in _VARIANT_TABLES:
+        paths = [root / entry] if entry.endswith(".py") else sorted((root / entry).rglob("*.py"))
+        for path in paths:
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Dict):
+                    keys = {key.value for key in node.keys if isinstance(key, ast.Constant)}
+                    constant = all(isinstance(value, ast.Constant) for value in node.values)
+                    if keys & _OPTION_KEYS and keys <= set(GRAPH_OPTION_DEFAULTS) and constant:
+                        spelled.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not spelled, f"option bundles spelled outside hf_graphtf/variants.py: {spelled}"
+
+
+def test_every_grid_variant_is_the_registry_variant_of_its_name():
+    """A grid's variant (its recipe's options with the grid's overrides) is the registered variant of that
+    name, so that a row named al_both means the registry's al_both."""
+    import yaml
+
+    from hf_graphtf.variants import normalized, variant
+
+    root = PACKAGE.parent
+    for grid_path in sorted((root / "recipes" / "experiments").glob("grid_*.yaml")):
+        grid = yaml.safe_load(grid_path.read_text(encoding="utf-8"))
+        for name, spec in grid["variants"].items():
+            recipe = yaml.safe_load((root / spec["recipe"]).read_text(encoding="utf-8"))
+            options = {key: recipe[key] for key in GRAPH_OPTION_DEFAULTS if key in recipe}
+            options.update(spec.get("options") or {})
+            options.pop("attention_link_kernel", None)  # how the link runs, not which variant it is
+            assert normalized(options) == dict(variant(name).options), f"{grid_path.name}: {name}"
+
+
+def test_the_registry_takes_every_spelling_already_committed():
+    from hf_graphtf.variants import variant, variant_named
+
+    assert variant("al-prev-both") is variant("al-both") is variant("paper-link") is variant("al_both")
+    assert variant("graph-half+gate").name == "graph_half_gate" == variant("graph-half-gate").name
+    assert variant_named({"attention_link": "both", "attention_link_mode": "previous"}).name == "al_both"
+    assert variant_named({"graph_attention": True, "graph_fusion": "sum", "graph_half_dim": True}) is None
+    with pytest.raises(ValueError, match="unknown variant 'al_all'; the variants are vanilla, al_encoder"):
+        variant("al_all")

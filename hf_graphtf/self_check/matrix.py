@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..families import FAMILIES as MODEL_FAMILIES
+from ..variants import variant_options
 
 PAD, EOS, BOS, VOCAB = 0, 1, 2, 40
 #: the token that stands for the target language's code in families that force one (M2M100/NLLB)
@@ -19,34 +20,24 @@ FAMILIES = {name: (family.config_class, family.seq2seq_class) for name, family i
 
 #: every option value of docs/method.md at least once; ids name the variant in test reports and check lines
 OPTION_MATRIX = {
-    "vanilla": {},
-    "al-enc": {"attention_link": "encoder"},
-    "al-dec": {"attention_link": "decoder"},
-    "al-both": {"attention_link": "both"},
-    "al-both-cum": {"attention_link": "both", "attention_link_mode": "cumulative"},
-    "al-enc-cum": {"attention_link": "encoder", "attention_link_mode": "cumulative"},
-    "al-both-gate": {"attention_link": "both", "attention_link_gate": "learned"},
-    "al-dec-cum-gate": {
-        "attention_link": "decoder",
-        "attention_link_mode": "cumulative",
-        "attention_link_gate": "learned",
-    },
-    "graph-sum": {"graph_attention": True, "graph_fusion": "sum"},
-    "graph-gate": {"graph_attention": True, "graph_fusion": "gate"},
-    "graph-self_gate": {"graph_attention": True, "graph_fusion": "self_gate"},
-    "graph-half-gate": {"graph_attention": True, "graph_half_dim": True},
-    "graph-shared-gate": {"graph_attention": True, "graph_shared_qkv": True},
-    "graph-half-shared-self_gate": {
-        "graph_attention": True,
-        "graph_half_dim": True,
-        "graph_shared_qkv": True,
-        "graph_fusion": "self_gate",
-    },
-    "graph-gate+al-dec-cum": {
-        "graph_attention": True,
-        "attention_link": "decoder",
-        "attention_link_mode": "cumulative",
-    },
+    name: variant_options(name)
+    for name in (
+        "vanilla",
+        "al-enc",
+        "al-dec",
+        "al-both",
+        "al-both-cum",
+        "al-enc-cum",
+        "al-both-gate",
+        "al-dec-cum-gate",
+        "graph-sum",
+        "graph-gate",
+        "graph-self_gate",
+        "graph-half-gate",
+        "graph-shared-gate",
+        "graph-half-shared-self_gate",
+        "graph-gate+al-dec-cum",
+    )
 }
 
 

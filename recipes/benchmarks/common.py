@@ -23,6 +23,7 @@ except ImportError:  # a checkout without `pip install -e .`: the package is two
     import hf_graphtf  # noqa: F401
 
 from hf_graphtf.families import FAMILIES
+from hf_graphtf.variants import variant_options
 
 PAD, EOS, BOS = 0, 1, 2
 FIRST_WORD = 3  # ids below are special tokens
@@ -78,24 +79,24 @@ class Variant:
 
 def _al(mode: str, stacks: str) -> Variant:
     short = {"previous": "prev", "cumulative": "cum"}[mode]
-    return Variant(f"al-{short}-{stacks}", "al", {"attention_link": stacks, "attention_link_mode": mode})
+    return _registered(f"al-{short}-{stacks}", "al")
 
 
-def _graph(name: str, **options: Any) -> Variant:
-    return Variant(name, "graph", {"graph_attention": True, **options})
+def _registered(name: str, kind: str) -> Variant:
+    """A variant under this table's name, with its options from the registry (`hf_graphtf.variants`)."""
+    return Variant(name, kind, variant_options(name))
 
 
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
-        Variant("aa", "aa"),
+        _registered("aa", "aa"),
         *(_al(mode, stacks) for mode in ("previous", "cumulative") for stacks in ("encoder", "decoder", "both")),
-        Variant("al-prev-both-gate", "al", {"attention_link": "both", "attention_link_gate": "learned"}),
-        _graph("graph-sum", graph_fusion="sum"),
-        _graph("graph-gate", graph_fusion="gate"),
-        _graph("graph-self_gate", graph_fusion="self_gate"),
-        _graph("graph-half+gate", graph_fusion="gate", graph_half_dim=True),
-        _graph("graph-shared+gate", graph_fusion="gate", graph_shared_qkv=True),
+        _registered("al-prev-both-gate", "al"),
+        *(
+            _registered(name, "graph")
+            for name in ("graph-sum", "graph-gate", "graph-self_gate", "graph-half+gate", "graph-shared+gate")
+        ),
     )
 }
 

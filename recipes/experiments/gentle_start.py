@@ -36,19 +36,23 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import yaml  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
+from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS  # noqa: E402
 from hf_graphtf.machine import cpu_record  # noqa: E402
 from hf_graphtf.training import parse_recipe_args, run_translation  # noqa: E402
+from hf_graphtf.variants import variant_options  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "recipes" / "quickstart.yaml"
 #: name -> (what the page calls it, the options switched on in the pretrained model)
-VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
-    "no-link": ("no link (vanilla fine-tuning)", {"attention_link": "none"}),
-    "paper-link": ("the paper's link (both, previous)", {"attention_link": "both"}),
-    "gated-link": (
-        "gated link (both, previous, learned gate)",
-        {"attention_link": "both", "attention_link_gate": "learned"},
-    ),
+#: name -> (what the page calls it, every option of the pretrained model: the quickstart recipe it starts from
+#: links both stacks, so "no link" must switch the link off); options from the registry (`hf_graphtf.variants`)
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    name: (label, {**GRAPH_OPTION_DEFAULTS, **variant_options(name)})
+    for name, label in (
+        ("no-link", "no link (vanilla fine-tuning)"),
+        ("paper-link", "the paper's link (both, previous)"),
+        ("gated-link", "gated link (both, previous, learned gate)"),
+    )
 }
 
 

@@ -22,12 +22,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from common import SHAPES, Variant, build_model, random_batch  # noqa: E402
 
+from hf_graphtf.variants import variant_options  # noqa: E402
+
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 RELATIVE_L2, TOKEN_AGREEMENT = 0.02, 0.95
-VARIANTS = {
-    "al-prev-both": {"attention_link": "both", "attention_link_mode": "previous"},
-    "al-cum-both": {"attention_link": "both", "attention_link_mode": "cumulative"},
-}
+VARIANTS = {name: variant_options(name) for name in ("al-prev-both", "al-cum-both")}  # hf_graphtf.variants
 
 
 def sdpa_backends_accepting_wider_keys(device: str, dtype: torch.dtype) -> dict[str, str]:
