@@ -2,7 +2,7 @@
 
 Every subcommand that loads a model takes a saved model directory or a Hub id and loads it with
 `AutoModelForSeq2SeqLM` after importing this package (which registers the model types), so it works
-on any checkpoint written by ``hf-graphtf train`` and on vanilla Marian/BART models alike.
+on any checkpoint written by ``hf-graphtf train`` and on vanilla Marian, BART and M2M100/NLLB models alike.
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ def load_model(
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    import hf_graphtf  # noqa: F401  (registers graph_marian / graph_bart with the Auto classes)
+    import hf_graphtf  # noqa: F401  (registers the graph_* model types with the Auto classes)
 
     from .model_files import check_model_source, named_source
     from .translation_modes import quantize_int8, resolve_translation_dtype

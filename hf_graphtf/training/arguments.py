@@ -59,8 +59,8 @@ class ModelArguments(GraphOptionArguments):
     model_name_or_path: str | None = field(
         default=None,
         metadata={
-            "help": "Fine-tune this saved Marian/BART model (directory or Hub id, e.g. Helsinki-NLP/opus-mt-es-en) "
-            "with the link/graph options switched on, instead of training a fresh one."
+            "help": "Fine-tune this saved Marian, BART or M2M100/NLLB model (directory or Hub id, e.g. "
+            "Helsinki-NLP/opus-mt-es-en) with the link/graph options switched on, instead of training a fresh one."
         },
     )
     tokenizer_name_or_path: str | None = field(

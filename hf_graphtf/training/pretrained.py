@@ -1,4 +1,5 @@
-"""Start from a saved Marian or BART model (an opus-mt checkpoint, a BART, or one of ours) with the options on.
+"""Start from a saved Marian, BART or M2M100/NLLB model (an opus-mt checkpoint, a BART, an NLLB-200, or
+one of ours) with the options on.
 
 A vanilla checkpoint is loaded into the graph model class of its family with the recipe's link and
 graph options: every pretrained weight lands where the vanilla model had it (attention link adds no
