@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS
-from hf_graphtf.training import noam_peak_learning_rate
+from hf_graphtf.training.tooling import noam_peak_learning_rate
 from hf_graphtf.variants import variant, variant_options
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"

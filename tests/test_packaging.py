@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from recipe_fixtures import REPO_ROOT, subprocess_env, tiny_recipe, write_recipe, write_tiny_corpus
 
-from hf_graphtf.training import software_record
+from hf_graphtf.training.tooling import software_record
 
 
 def _git(folder: Path, *args: str) -> str:

@@ -214,21 +214,27 @@ def test_family_names_appear_only_in_the_family_table_and_as_defaults():
 
 def test_recipes_use_only_what_training_exports():
     """`recipes/` (the training script, benchmarks, experiments) reaches training through
-    `hf_graphtf.training`'s public names only: its submodules can change without breaking a script."""
+    `hf_graphtf.training`'s public names and the tooling module's (`hf_graphtf.training.tooling`) only: its
+    other submodules can change without breaking a script."""
     import ast
 
     import hf_graphtf.training
+    import hf_graphtf.training.tooling
 
-    exported = set(hf_graphtf.training.__all__)
+    exported = {
+        "hf_graphtf.training": set(hf_graphtf.training.__all__),
+        "hf_graphtf.training.tooling": set(hf_graphtf.training.tooling.__all__),
+    }
     problems = []
     for path in sorted((PACKAGE.parent / "recipes").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hf_graphtf.training."):
-                problems.append(f"{path.name}:{node.lineno} imports {node.module}")
-            elif isinstance(node, ast.ImportFrom) and node.module == "hf_graphtf.training":
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if module in exported:
                 problems += [
-                    f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if a.name not in exported
+                    f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if a.name not in exported[module]
                 ]
+            elif (module or "").startswith("hf_graphtf.training."):
+                problems.append(f"{path.name}:{node.lineno} imports {node.module}")
             elif isinstance(node, ast.Import):
                 problems += [
                     f"{path.name}:{node.lineno} imports {a.name}"
@@ -347,3 +353,12 @@ def test_no_test_file_grows_past_700_lines():
         if (count := len(path.read_text(encoding="utf-8").splitlines())) > 700
     }
     assert not long, long
+
+
+def test_the_training_api_is_the_training_api():
+    """`hf_graphtf.training.__all__` holds what a user trains with; the tooling's internals live apart."""
+    import hf_graphtf.training
+    import hf_graphtf.training.tooling
+
+    assert {"main", "run_translation", "parse_recipe_args", "ModelArguments"} <= set(hf_graphtf.training.__all__)
+    assert not set(hf_graphtf.training.__all__) & set(hf_graphtf.training.tooling.__all__)

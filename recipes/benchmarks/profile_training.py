@@ -28,7 +28,7 @@ from hf_graphtf.configuration import GraphMarianConfig
 from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.machine import cpu_model
 from hf_graphtf.tokenization import train_joint_tokenizer
-from hf_graphtf.training import token_batches
+from hf_graphtf.training.tooling import token_batches
 
 
 def parse_args() -> argparse.Namespace:

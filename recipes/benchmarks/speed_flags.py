@@ -59,7 +59,8 @@ from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.machine import float_fingerprint
 from hf_graphtf.scoring import corpus_scores
 from hf_graphtf.tokenization import train_joint_tokenizer
-from hf_graphtf.training import cpu_has_bf16, load_recipe, token_batches
+from hf_graphtf.training import load_recipe
+from hf_graphtf.training.tooling import cpu_has_bf16, token_batches
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: "-eager" runs the model with eager attention instead of SDPA (CPU flash attention's bf16 backward is slow

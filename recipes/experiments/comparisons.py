@@ -16,7 +16,7 @@ from .rows import Row, RowsByCell
 from .speeds import speed_ratio, speed_ratios, training_speed
 
 if TYPE_CHECKING:
-    from hf_graphtf.training import PlateauRule
+    from hf_graphtf.training.tooling import PlateauRule
 
 BOOTSTRAP_SAMPLES = 1000
 
@@ -130,7 +130,8 @@ def longest_stall(grid: Grid, row: Row) -> tuple[int, int] | None:
 def _patience_counts(grid: Grid, row: Row) -> tuple[PlateauRule, list[dict]] | None:
     """The early-stopping rule the grid file writes now for a run (``common`` over its recipe) and the
     run's training log; None without either."""
-    from hf_graphtf.training import PlateauRule, load_recipe
+    from hf_graphtf.training import load_recipe
+    from hf_graphtf.training.tooling import PlateauRule
 
     history = grid.log_history(row)
     recipe = {**(load_recipe(REPO_ROOT / row.recipe) if row.recipe else {}), **grid.common}

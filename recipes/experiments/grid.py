@@ -51,7 +51,7 @@ class Run:
     def progress(self) -> Progress | None:
         """Where the run stands, from the newest whole checkpoint in its output folder (the one training
         resumes from); None without one."""
-        from hf_graphtf.training import PlateauRule, newest_complete_checkpoint
+        from hf_graphtf.training.tooling import PlateauRule, newest_complete_checkpoint
 
         checkpoint, _ = newest_complete_checkpoint(self.output_dir)
         if checkpoint is None:

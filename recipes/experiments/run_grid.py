@@ -85,7 +85,7 @@ def provenance(corpus: str) -> dict[str, Any]:
     differently on different CPUs, so a CPU run is reproducible bit for bit only where all three match)."""
     from hf_graphtf.data.fingerprints import fingerprint
     from hf_graphtf.machine import cpu_record
-    from hf_graphtf.training import software_record
+    from hf_graphtf.training.tooling import software_record
 
     files = sorted(Path(corpus).glob("*.jsonl")) if Path(corpus).is_dir() else []
     return {
@@ -392,7 +392,7 @@ def resumed_step(train: dict[str, Any]) -> int | None:
     Read from the ``train`` record of the run's results.json, where the training script writes the
     checkpoint it handed to ``Trainer.train``: only the script knows which one it chose (an explicit
     ``resume_from_checkpoint``, the newest whole one, none after ``overwrite_output_dir``)."""
-    from hf_graphtf.training import checkpoint_step
+    from hf_graphtf.training.tooling import checkpoint_step
 
     checkpoint = train.get("resumed_from_checkpoint")
     return None if checkpoint is None else checkpoint_step(checkpoint)
