@@ -238,16 +238,18 @@ def use_score_path(
     """Whether this call sums scores (True) or runs SDPA on concatenated queries and keys (False).
 
     ``"auto"`` picks what measured fastest (recipes/benchmarks/RESULTS.md): the score sum under
-    eager, on CPU (whose flash kernel refuses queries/keys wider than values, so the concat falls
-    back to the slower, memory-hungrier math kernel), and for one-row decoding steps (where the
-    concat would copy the whole KV cache every step); the concat elsewhere (GPU training). Scores
-    are also needed when the probabilities are requested, and once a layer has carried scores.
+    eager and on a CPU (whose flash kernel refuses queries/keys wider than values, so the concat falls
+    back to the slower, memory-hungrier math kernel); the concat on a GPU, in training and in one-row
+    decoding steps alike (on an H200 in bf16, greedy decoding ran at 0.89x vanilla with the concat
+    against 0.84x with one-row steps summing scores: recipes/gpu/results/h200-2026-11-27,
+    bench_link_kernels.log). Scores are also needed when the probabilities are requested, and once a
+    layer has carried scores.
     """
     if output_attentions or isinstance(prev_attn, CarriedScores):
         return True
     if kernel != "auto":
         return kernel == "scores"
-    return implementation == "eager" or query.device.type == "cpu" or query.shape[2] == 1
+    return implementation == "eager" or query.device.type == "cpu"
 
 
 def make_linked(attn: nn.Module, cls: type[nn.Module], *, learned_gate: bool = False) -> nn.Module:

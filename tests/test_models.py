@@ -389,7 +389,8 @@ def test_auto_link_kernel_picks_per_device_and_step():
     on_cpu, elsewhere = torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4, device="meta")
     assert use_score_path("auto", "sdpa", on_cpu, none, False)  # CPU: the score sum measured faster
     assert not use_score_path("auto", "sdpa", elsewhere, none, False)  # GPU: one fused SDPA call
-    assert use_score_path("auto", "sdpa", elsewhere[:, :, :1], none, False)  # one-row decode step
+    assert not use_score_path("auto", "sdpa", elsewhere[:, :, :1], none, False)  # GPU decode step: concat too
+    assert use_score_path("auto", "sdpa", on_cpu[:, :, :1], none, False)  # CPU decode step: scores
     assert use_score_path("auto", "eager", elsewhere, none, False)
     assert not use_score_path("concat", "sdpa", on_cpu, none, False)
     assert use_score_path("concat", "sdpa", on_cpu, none, True)  # probabilities requested
