@@ -14,7 +14,6 @@ import math
 
 import torch
 from torch import nn
-from transformers.modeling_utils import PreTrainedModel
 from transformers.models.bart.modeling_bart import (
     BartAttention,
     BartDecoder,
@@ -71,16 +70,22 @@ class GraphBartPreTrainedModel(GraphPreTrainedMixin, BartPreTrainedModel):
     config_class = GraphBartConfig
 
 
-def _bart_stack_embeddings(stack: nn.Module, config: GraphBartConfig) -> None:
-    """The embedding modules of `BartEncoder`/`BartDecoder`, in their order."""
-    embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-    stack.embed_tokens = BartScaledWordEmbedding(
-        config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
-    )
-    stack.embed_positions = BartLearnedPositionalEmbedding(config.max_position_embeddings, config.d_model)
+class BartStackParts:
+    """What `BartEncoder.__init__` and `BartDecoder.__init__` build around the layers: scaled word and learned
+    position embeddings, and the embedding LayerNorm after the layers (`StackInitMixin` builds the rest)."""
+
+    def build_embeddings(self, config: GraphBartConfig) -> None:
+        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_tokens = BartScaledWordEmbedding(
+            config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
+        )
+        self.embed_positions = BartLearnedPositionalEmbedding(config.max_position_embeddings, config.d_model)
+
+    def build_norms(self, config: GraphBartConfig) -> None:
+        self.layernorm_embedding = nn.LayerNorm(config.d_model)
 
 
-class GraphBartEncoder(GraphEncoderMixin, BartEncoder):
+class GraphBartEncoder(BartStackParts, GraphEncoderMixin, BartEncoder):
     """BART encoder with linked or graph-group layers (the loop is in `GraphEncoderMixin`)."""
 
     config_class = GraphBartConfig
@@ -93,18 +98,6 @@ class GraphBartEncoder(GraphEncoderMixin, BartEncoder):
         "graph_gates": OutputRecorder(GraphBartEncoderLayer, index=1),
     }
 
-    def __init__(self, config: GraphBartConfig):  # BartEncoder.__init__ with this stack's layers
-        PreTrainedModel.__init__(self, config)
-        self.dropout = config.dropout
-        self.layerdrop = config.encoder_layerdrop
-        self.padding_idx = config.pad_token_id
-        self.max_source_positions = config.max_position_embeddings
-        _bart_stack_embeddings(self, config)
-        self.layers = self.build_layers(config)
-        self.layernorm_embedding = nn.LayerNorm(config.d_model)
-        self.gradient_checkpointing = False
-        self.post_init()
-
     def embed(self, input_ids, inputs_embeds):
         """Token and learned position embeddings, LayerNorm and dropout, as `BartEncoder.forward`."""
         if inputs_embeds is None:
@@ -114,23 +107,11 @@ class GraphBartEncoder(GraphEncoderMixin, BartEncoder):
         return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
 
 
-class GraphBartDecoder(GraphDecoderMixin, BartDecoder):
+class GraphBartDecoder(BartStackParts, GraphDecoderMixin, BartDecoder):
     """BART decoder with linked layers (the loop is in `GraphDecoderMixin`)."""
 
     config_class = GraphBartConfig
     linked_layer_class = LinkedBartDecoderLayer
-
-    def __init__(self, config: GraphBartConfig):  # BartDecoder.__init__ with this stack's layers
-        PreTrainedModel.__init__(self, config)
-        self.dropout = config.dropout
-        self.layerdrop = config.decoder_layerdrop
-        self.padding_idx = config.pad_token_id
-        self.max_target_positions = config.max_position_embeddings
-        _bart_stack_embeddings(self, config)
-        self.layers = self.build_layers(config)
-        self.layernorm_embedding = nn.LayerNorm(config.d_model)
-        self.gradient_checkpointing = False
-        self.post_init()
 
     def embed(self, input_ids, inputs_embeds, cache_length: int):
         """Token embeddings, positions after the cached ones, LayerNorm and dropout, as `BartDecoder.forward`."""

@@ -193,7 +193,41 @@ def _drop_layer(stack: nn.Module) -> bool:
     return stack.training and stack.layerdrop > 0.0 and bool(torch.rand([]) < stack.layerdrop)
 
 
-class GraphEncoderMixin(LinkGateInitMixin):
+class StackInitMixin:
+    """The vanilla stack's ``__init__`` with this stack's layers, written once for the three families.
+
+    Follows ``MarianEncoder.__init__``/``MarianDecoder.__init__`` and BART's and M2M100's (Transformers
+    5.17-5.24): the stack's scalars, its embeddings, its layers, its final norms, in that order (the order
+    modules are built in is the order of the state dict and of the random initialisation). A family class
+    supplies ``build_embeddings(config)`` (``embed_tokens``, ``embed_positions``) and, where its stack has
+    norms after the layers (BART's ``layernorm_embedding``, M2M100's ``layer_norm``), ``build_norms(config)``.
+    """
+
+    #: the stack's maximum-length attribute: ``max_source_positions`` or ``max_target_positions``
+    max_positions_attribute: str
+    #: the config field of the stack's layer drop: ``encoder_layerdrop`` or ``decoder_layerdrop``
+    layerdrop_field: str
+
+    def __init__(self, config):
+        PreTrainedModel.__init__(self, config)
+        self.dropout = config.dropout
+        self.layerdrop = getattr(config, self.layerdrop_field)
+        self.padding_idx = config.pad_token_id
+        setattr(self, self.max_positions_attribute, config.max_position_embeddings)
+        self.build_embeddings(config)
+        self.layers = self.build_layers(config)
+        self.build_norms(config)
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def build_embeddings(self, config) -> None:
+        raise NotImplementedError(f"{type(self).__name__} builds no embeddings")
+
+    def build_norms(self, config) -> None:
+        """Norms after the layers (none in Marian)."""
+
+
+class GraphEncoderMixin(StackInitMixin, LinkGateInitMixin):
     """Encoder stack with linked layers, or graph-group layers 1..N-1 after a standard layer 0.
 
     What one layer hands to the next is explicit in the loops below: the link carry goes from a
@@ -204,6 +238,8 @@ class GraphEncoderMixin(LinkGateInitMixin):
     and a pre-LN family ``final_norm``.
     """
 
+    max_positions_attribute = "max_source_positions"
+    layerdrop_field = "encoder_layerdrop"
     standard_layer_class: type[nn.Module]
     graph_layer_class: type[nn.Module]
     linked_layer_class: type[nn.Module]
@@ -271,13 +307,15 @@ class GraphEncoderMixin(LinkGateInitMixin):
         return hidden_states
 
 
-class GraphDecoderMixin(LinkGateInitMixin):
+class GraphDecoderMixin(StackInitMixin, LinkGateInitMixin):
     """Decoder stack whose self- and cross-attention are linked across layers.
 
     The four carry tensors go from each layer's outputs to the next layer's positional inputs. A
     family class supplies ``embed(input_ids, inputs_embeds, past_key_values_length)``.
     """
 
+    max_positions_attribute = "max_target_positions"
+    layerdrop_field = "decoder_layerdrop"
     linked_layer_class: type[nn.Module]
 
     def build_layers(self, config) -> nn.ModuleList:

@@ -16,7 +16,6 @@ import math
 
 import torch
 from torch import nn
-from transformers.modeling_utils import PreTrainedModel
 from transformers.models.m2m_100.modeling_m2m_100 import (
     M2M100Attention,
     M2M100Decoder,
@@ -68,18 +67,28 @@ class GraphM2M100PreTrainedModel(GraphPreTrainedMixin, M2M100PreTrainedModel):
     config_class = GraphM2M100Config
 
 
-def _m2m100_stack_embeddings(stack: nn.Module, config: GraphM2M100Config) -> None:
-    """The embedding modules of `M2M100Encoder`/`M2M100Decoder`, in their order."""
-    embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-    stack.embed_tokens = M2M100ScaledWordEmbedding(
-        config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
-    )
-    stack.embed_positions = M2M100SinusoidalPositionalEmbedding(
-        config.max_position_embeddings, config.d_model, config.pad_token_id
-    )
+class M2M100StackParts:
+    """What `M2M100Encoder.__init__` and `M2M100Decoder.__init__` build around the layers: scaled word and
+    padding-aware sinusoidal position embeddings, and the pre-LN stack's final LayerNorm (`StackInitMixin`
+    builds the rest)."""
+
+    def build_embeddings(self, config: GraphM2M100Config) -> None:
+        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_tokens = M2M100ScaledWordEmbedding(
+            config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
+        )
+        self.embed_positions = M2M100SinusoidalPositionalEmbedding(
+            config.max_position_embeddings, config.d_model, config.pad_token_id
+        )
+
+    def build_norms(self, config: GraphM2M100Config) -> None:
+        self.layer_norm = nn.LayerNorm(config.d_model)
+
+    def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.layer_norm(hidden_states)
 
 
-class GraphM2M100Encoder(GraphEncoderMixin, M2M100Encoder):
+class GraphM2M100Encoder(M2M100StackParts, GraphEncoderMixin, M2M100Encoder):
     """M2M100 encoder with linked layers (the loop is in `GraphEncoderMixin`)."""
 
     config_class = GraphM2M100Config
@@ -90,18 +99,6 @@ class GraphM2M100Encoder(GraphEncoderMixin, M2M100Encoder):
         "attentions": OutputRecorder(M2M100Attention, index=1, layer_name="self_attn"),
     }
 
-    def __init__(self, config: GraphM2M100Config):  # M2M100Encoder.__init__ with this stack's layers
-        PreTrainedModel.__init__(self, config)
-        self.dropout = config.dropout
-        self.layerdrop = config.encoder_layerdrop
-        self.padding_idx = config.pad_token_id
-        self.max_source_positions = config.max_position_embeddings
-        _m2m100_stack_embeddings(self, config)
-        self.layers = self.build_layers(config)
-        self.layer_norm = nn.LayerNorm(config.d_model)
-        self.gradient_checkpointing = False
-        self.post_init()
-
     def embed(self, input_ids, inputs_embeds):
         """Scaled token embeddings, padding-aware sinusoidal positions and dropout, as `M2M100Encoder.forward`."""
         if inputs_embeds is None:
@@ -109,27 +106,12 @@ class GraphM2M100Encoder(GraphEncoderMixin, M2M100Encoder):
         hidden_states = inputs_embeds + self.embed_positions(input_ids, inputs_embeds).to(inputs_embeds.device)
         return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
 
-    def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.layer_norm(hidden_states)
 
-
-class GraphM2M100Decoder(GraphDecoderMixin, M2M100Decoder):
+class GraphM2M100Decoder(M2M100StackParts, GraphDecoderMixin, M2M100Decoder):
     """M2M100 decoder with linked layers (the loop is in `GraphDecoderMixin`)."""
 
     config_class = GraphM2M100Config
     linked_layer_class = LinkedM2M100DecoderLayer
-
-    def __init__(self, config: GraphM2M100Config):  # M2M100Decoder.__init__ with this stack's layers
-        PreTrainedModel.__init__(self, config)
-        self.dropout = config.dropout
-        self.layerdrop = config.decoder_layerdrop
-        self.padding_idx = config.pad_token_id
-        self.max_target_positions = config.max_position_embeddings
-        _m2m100_stack_embeddings(self, config)
-        self.layers = self.build_layers(config)
-        self.layer_norm = nn.LayerNorm(config.d_model)
-        self.gradient_checkpointing = False
-        self.post_init()
 
     def embed(self, input_ids, inputs_embeds, cache_length: int):
         """Scaled token embeddings, positions after the cached ones and dropout, as `M2M100Decoder.forward`."""
@@ -138,9 +120,6 @@ class GraphM2M100Decoder(GraphDecoderMixin, M2M100Decoder):
         positions = self.embed_positions(input_ids, inputs_embeds, cache_length).to(inputs_embeds.device)
         hidden_states = inputs_embeds + positions
         return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
-
-    def final_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.layer_norm(hidden_states)
 
 
 class GraphM2M100Model(GraphGatesOutputMixin, GraphPreTrainedMixin, M2M100Model):

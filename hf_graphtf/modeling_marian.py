@@ -11,7 +11,6 @@ import math
 
 import torch
 from torch import nn
-from transformers.modeling_utils import PreTrainedModel
 from transformers.models.marian.modeling_marian import (
     MarianAttention,
     MarianDecoder,
@@ -84,16 +83,8 @@ class GraphMarianEncoder(GraphEncoderMixin, MarianEncoder):
         "graph_gates": OutputRecorder(GraphMarianEncoderLayer, index=1),
     }
 
-    def __init__(self, config: GraphMarianConfig):  # MarianEncoder.__init__ with this stack's layers
-        PreTrainedModel.__init__(self, config)
-        self.dropout = config.dropout
-        self.layerdrop = config.encoder_layerdrop
-        self.padding_idx = config.pad_token_id
-        self.max_source_positions = config.max_position_embeddings
+    def build_embeddings(self, config: GraphMarianConfig) -> None:
         _marian_stack_embeddings(self, config, config.vocab_size)
-        self.layers = self.build_layers(config)
-        self.gradient_checkpointing = False
-        self.post_init()
 
     def embed(self, input_ids, inputs_embeds):
         """Token embeddings (scaled), sinusoidal positions and dropout, as `MarianEncoder.forward`."""
@@ -109,16 +100,8 @@ class GraphMarianDecoder(GraphDecoderMixin, MarianDecoder):
     config_class = GraphMarianConfig
     linked_layer_class = LinkedMarianDecoderLayer
 
-    def __init__(self, config: GraphMarianConfig):  # MarianDecoder.__init__ with this stack's layers
-        PreTrainedModel.__init__(self, config)
-        self.dropout = config.dropout
-        self.layerdrop = config.decoder_layerdrop
-        self.padding_idx = config.pad_token_id
-        self.max_target_positions = config.max_position_embeddings
+    def build_embeddings(self, config: GraphMarianConfig) -> None:
         _marian_stack_embeddings(self, config, config.decoder_vocab_size)
-        self.layers = self.build_layers(config)
-        self.gradient_checkpointing = False
-        self.post_init()
 
     def embed(self, input_ids, inputs_embeds, cache_length: int):
         """Scaled token embeddings, positions after the cached ones and dropout, as `MarianDecoder.forward`."""
