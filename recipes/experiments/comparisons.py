@@ -4,7 +4,6 @@ laid out as the papers' tables or, across grids, as the verdict at each training
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from collections import defaultdict
@@ -21,28 +20,11 @@ if TYPE_CHECKING:
 BOOTSTRAP_SAMPLES = 1000
 
 
-@functools.lru_cache
 def t_quantile(probability: float, df: int) -> float:
-    """The ``probability`` quantile (above 0.5) of Student's t with ``df`` degrees of freedom: the density
-    integrated by Simpson's rule from 0 and the bound found by bisection (to 1e-6; no SciPy needed for
-    one number)."""
-    scale = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+    """The ``probability`` quantile of Student's t with ``df`` degrees of freedom (SciPy's)."""
+    from scipy.stats import t
 
-    def cdf(x: float, steps: int = 1000) -> float:
-        h = x / steps
-        total = sum(
-            (1 if i in (0, steps) else 4 if i % 2 else 2) * (1 + (i * h) ** 2 / df) ** (-(df + 1) / 2)
-            for i in range(steps + 1)
-        )
-        return 0.5 + scale * total * h / 3
-
-    low, high = 0.0, 1.0
-    while cdf(high) < probability:
-        high *= 2
-    while high - low > 1e-6:
-        middle = (low + high) / 2
-        low, high = (middle, high) if cdf(middle) < probability else (low, middle)
-    return (low + high) / 2
+    return float(t.ppf(probability, df))
 
 
 def seed_interval(deltas: list[float], level: float = 0.95) -> tuple[float, float, float] | None:
