@@ -41,7 +41,11 @@ class InputError(UserError, ValueError):
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
-    return load_model(args.model, args.device, args.dtype, args.attn_implementation)
+    loaded = load_model(args.model, args.device, args.dtype, args.attn_implementation)
+    reason = getattr(args, "dtype_reason", None)
+    if reason:  # translate says its format once the model is there (an unusable model is the first line)
+        print(f"hf-graphtf: {reason}", file=sys.stderr, flush=True)
+    return loaded
 
 
 def _read_lines(path: str) -> list[str]:
@@ -123,8 +127,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def _choose_dtype(args: argparse.Namespace) -> None:
-    """Resolve ``--dtype`` (``auto``: bf16 where the device computes it natively) and say the choice in
-    one line on standard error; ``args.dtype`` then names the format used (a resumed file job compares it)."""
+    """Resolve ``--dtype`` (``auto``: bf16 where the device computes it natively) before anything loads;
+    ``args.dtype`` then names the format used (a resumed file job compares it), and the choice is said in
+    one line on standard error when the model has loaded (`_load`)."""
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -132,8 +137,7 @@ def _choose_dtype(args: argparse.Namespace) -> None:
         mode = resolve_translation_dtype(args.dtype, device)
     except ValueError as error:
         raise InputError(str(error)) from None
-    print(f"hf-graphtf: {mode.reason}", file=sys.stderr, flush=True)
-    args.dtype = mode.dtype
+    args.dtype, args.dtype_reason = mode.dtype, mode.reason
 
 
 #: batches translated between two appends to an output file's ``.partial`` copy: an interrupted run
