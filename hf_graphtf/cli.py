@@ -334,7 +334,7 @@ def _dtype_argument(allowed: tuple[str, ...]) -> Any:
 TRANSLATE_DTYPE_HELP = (
     f"auto (default): bf16 where the device computes it natively (test BLEU {BF16_BLEU_COST:+.2f} against fp32 "
     f"on the quickstart model), fp32 elsewhere; int8: CPU only, linear weights quantized ({INT8_BLEU_COST:+.2f} "
-    "BLEU there, your model may lose more), the fastest on a CPU; also fp32, bf16, fp16 "
+    "BLEU there, your model may lose more), about 1.6x fp32's speed on a CPU; also fp32, bf16, fp16 "
     "(recipes/benchmarks/RESULTS.md, 'Fast translation')"
 )
 
