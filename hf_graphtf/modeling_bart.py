@@ -27,9 +27,7 @@ from transformers.models.bart.modeling_bart import (
     BartScaledWordEmbedding,
 )
 
-from .attention_link import LinkedAttentionMixin, LinkedDecoderLayerMixin, LinkedEncoderLayerMixin
 from .configuration import GraphBartConfig
-from .graph_attention import GraphEncoderLayerMixin
 from .modeling_common import (
     GraphDecoderMixin,
     GraphEncoderMixin,
@@ -37,28 +35,13 @@ from .modeling_common import (
     GraphPreTrainedMixin,
     GraphSeq2SeqLMOutput,
     GraphSeq2SeqModelOutput,
+    family_layers,
 )
 from .transformers_seam import OutputRecorder
 
-
-# Copied from hf_graphtf.modeling_marian.LinkedMarianAttention with Marian->Bart
-class LinkedBartAttention(LinkedAttentionMixin, BartAttention):
-    """`BartAttention` that adds the previous layer's scores (same parameters)."""
-
-
-# Copied from hf_graphtf.modeling_marian.LinkedMarianEncoderLayer with Marian->Bart
-class LinkedBartEncoderLayer(LinkedEncoderLayerMixin, BartEncoderLayer):
-    linked_attention_class = LinkedBartAttention
-
-
-# Copied from hf_graphtf.modeling_marian.LinkedMarianDecoderLayer with Marian->Bart
-class LinkedBartDecoderLayer(LinkedDecoderLayerMixin, BartDecoderLayer):
-    linked_attention_class = LinkedBartAttention
-
-
-# Copied from hf_graphtf.modeling_marian.GraphMarianEncoderLayer with Marian->Bart
-class GraphBartEncoderLayer(GraphEncoderLayerMixin, BartEncoderLayer):
-    group_attention_class = BartAttention
+LinkedBartAttention, LinkedBartEncoderLayer, LinkedBartDecoderLayer, GraphBartEncoderLayer = family_layers(
+    "Bart", BartAttention, BartEncoderLayer, BartDecoderLayer, __name__
+)
 
 
 _REMOTE_CODE_CLASSES = ("GraphBartConfig", "GraphBartModel", "GraphBartForConditionalGeneration")

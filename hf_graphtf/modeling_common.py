@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -24,7 +24,13 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import PreTrainedModel
 
-from .attention_link import check_link_implementation
+from .attention_link import (
+    LinkedAttentionMixin,
+    LinkedDecoderLayerMixin,
+    LinkedEncoderLayerMixin,
+    check_link_implementation,
+)
+from .graph_attention import GraphEncoderLayerMixin
 from .transformers_seam import (
     GradientCheckpointingLayer,
     cache_kwargs,
@@ -191,6 +197,59 @@ def _is_linked(model: nn.Module) -> bool:
 def _drop_layer(stack: nn.Module) -> bool:
     """LayerDrop, as the vanilla stacks draw it: skip this layer with probability `stack.layerdrop`."""
     return stack.training and stack.layerdrop > 0.0 and bool(torch.rand([]) < stack.layerdrop)
+
+
+class FamilyLayers(NamedTuple):
+    """A family's layer classes with the package's options: the linked attention, the linked encoder and
+    decoder layers, and the graph encoder layer (None for a family graph attention is not defined for)."""
+
+    linked_attention: type[nn.Module]
+    linked_encoder_layer: type[nn.Module]
+    linked_decoder_layer: type[nn.Module]
+    graph_encoder_layer: type[nn.Module] | None
+
+
+def family_layers(
+    family: str, attention: type, encoder_layer: type, decoder_layer: type, module: str, *, graph: bool = True
+) -> FamilyLayers:
+    """The family's vanilla attention and layers with the link and graph mixins, written once for every family:
+    ``Linked<Family>Attention`` (`LinkedAttentionMixin`: no new parameters), ``Linked<Family>EncoderLayer``,
+    ``Linked<Family>DecoderLayer`` and ``Graph<Family>EncoderLayer``, each a subclass of the family's own
+    Transformers class, named and placed in ``module`` (the family module that assigns them, which
+    ``save_pretrained`` copies for remote code) as if written there."""
+
+    def make(name: str, bases: tuple[type, ...], doc: str, **attributes: Any) -> type:
+        namespace = {"__module__": module, "__qualname__": name, "__doc__": doc, **attributes}
+        return type(name, bases, namespace)
+
+    linked_attention = make(
+        f"Linked{family}Attention",
+        (LinkedAttentionMixin, attention),
+        f"`{attention.__name__}` that adds the previous layer's scores (same parameters).",
+    )
+    return FamilyLayers(
+        linked_attention,
+        make(
+            f"Linked{family}EncoderLayer",
+            (LinkedEncoderLayerMixin, encoder_layer),
+            f"`{encoder_layer.__name__}` whose self-attention is linked.",
+            linked_attention_class=linked_attention,
+        ),
+        make(
+            f"Linked{family}DecoderLayer",
+            (LinkedDecoderLayerMixin, decoder_layer),
+            f"`{decoder_layer.__name__}` whose self- and cross-attention are linked.",
+            linked_attention_class=linked_attention,
+        ),
+        make(
+            f"Graph{family}EncoderLayer",
+            (GraphEncoderLayerMixin, encoder_layer),
+            f"`{encoder_layer.__name__}` with graph-group self-attention (layers 1..N-1).",
+            group_attention_class=attention,
+        )
+        if graph
+        else None,
+    )
 
 
 class StackInitMixin:

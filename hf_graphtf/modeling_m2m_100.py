@@ -30,7 +30,6 @@ from transformers.models.m2m_100.modeling_m2m_100 import (
     shift_tokens_right,
 )
 
-from .attention_link import LinkedAttentionMixin, LinkedDecoderLayerMixin, LinkedEncoderLayerMixin
 from .configuration import GraphM2M100Config
 from .modeling_common import (
     GraphDecoderMixin,
@@ -39,23 +38,13 @@ from .modeling_common import (
     GraphPreTrainedMixin,
     GraphSeq2SeqLMOutput,
     GraphSeq2SeqModelOutput,
+    family_layers,
 )
 from .transformers_seam import OutputRecorder
 
-
-# Copied from hf_graphtf.modeling_marian.LinkedMarianAttention with Marian->M2M100
-class LinkedM2M100Attention(LinkedAttentionMixin, M2M100Attention):
-    """`M2M100Attention` that adds the previous layer's scores (same parameters)."""
-
-
-# Copied from hf_graphtf.modeling_marian.LinkedMarianEncoderLayer with Marian->M2M100
-class LinkedM2M100EncoderLayer(LinkedEncoderLayerMixin, M2M100EncoderLayer):
-    linked_attention_class = LinkedM2M100Attention
-
-
-# Copied from hf_graphtf.modeling_marian.LinkedMarianDecoderLayer with Marian->M2M100
-class LinkedM2M100DecoderLayer(LinkedDecoderLayerMixin, M2M100DecoderLayer):
-    linked_attention_class = LinkedM2M100Attention
+LinkedM2M100Attention, LinkedM2M100EncoderLayer, LinkedM2M100DecoderLayer, _ = family_layers(
+    "M2M100", M2M100Attention, M2M100EncoderLayer, M2M100DecoderLayer, __name__, graph=False
+)
 
 
 _REMOTE_CODE_CLASSES = ("GraphM2M100Config", "GraphM2M100Model", "GraphM2M100ForConditionalGeneration")

@@ -23,9 +23,7 @@ from transformers.models.marian.modeling_marian import (
     MarianSinusoidalPositionalEmbedding,
 )
 
-from .attention_link import LinkedAttentionMixin, LinkedDecoderLayerMixin, LinkedEncoderLayerMixin
 from .configuration import GraphMarianConfig
-from .graph_attention import GraphEncoderLayerMixin
 from .modeling_common import (
     GraphDecoderMixin,
     GraphEncoderMixin,
@@ -33,24 +31,13 @@ from .modeling_common import (
     GraphPreTrainedMixin,
     GraphSeq2SeqLMOutput,
     GraphSeq2SeqModelOutput,
+    family_layers,
 )
 from .transformers_seam import OutputRecorder
 
-
-class LinkedMarianAttention(LinkedAttentionMixin, MarianAttention):
-    """`MarianAttention` that adds the previous layer's scores (same parameters)."""
-
-
-class LinkedMarianEncoderLayer(LinkedEncoderLayerMixin, MarianEncoderLayer):
-    linked_attention_class = LinkedMarianAttention
-
-
-class LinkedMarianDecoderLayer(LinkedDecoderLayerMixin, MarianDecoderLayer):
-    linked_attention_class = LinkedMarianAttention
-
-
-class GraphMarianEncoderLayer(GraphEncoderLayerMixin, MarianEncoderLayer):
-    group_attention_class = MarianAttention
+LinkedMarianAttention, LinkedMarianEncoderLayer, LinkedMarianDecoderLayer, GraphMarianEncoderLayer = family_layers(
+    "Marian", MarianAttention, MarianEncoderLayer, MarianDecoderLayer, __name__
+)
 
 
 _REMOTE_CODE_CLASSES = ("GraphMarianConfig", "GraphMarianModel", "GraphMarianMTModel")
