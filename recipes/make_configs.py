@@ -74,6 +74,16 @@ BIBLE_DATA = {
 # `--bf16 false --tf32 false`.
 GPU_TRAINING: dict[str, Any] = {"bf16": True, "tf32": True}
 
+#: the 10K-pair Bible settings' training fields (es-en and ny-en alike)
+BIBLE_10K_TRAINING: dict[str, Any] = {
+    "max_tokens_per_batch": 3000,
+    "learning_rate": 0.001,
+    "warmup_steps": 1000,
+    "num_train_epochs": 100,
+    "eval_steps": 500,
+    "early_stopping_patience": 5,
+}
+
 # Each setting: (title, how to get the data, model sizes, data fields, training fields, variants).
 SETTINGS: dict[str, dict[str, Any]] = {
     "bible_es_en_10k": {
@@ -81,14 +91,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "data_note": "hf-graphtf build-corpus --output-dir data/bible-es-en",
         "model": BIBLE_MODEL,
         "data": {**BIBLE_DATA, "train_split": "train_10k"},
-        "training": {
-            "max_tokens_per_batch": 3000,
-            "learning_rate": 0.001,
-            "warmup_steps": 1000,
-            "num_train_epochs": 100,
-            "eval_steps": 500,
-            "early_stopping_patience": 5,
-        },
+        "training": BIBLE_10K_TRAINING,
         "variants": PAPER_VARIANTS,
     },
     "bible_ny_en_10k": {
@@ -102,14 +105,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
             "src_lang": "ny",
             "train_split": "train_10k",
         },
-        "training": {
-            "max_tokens_per_batch": 3000,
-            "learning_rate": 0.001,
-            "warmup_steps": 1000,
-            "num_train_epochs": 100,
-            "eval_steps": 500,
-            "early_stopping_patience": 5,
-        },
+        "training": BIBLE_10K_TRAINING,
         "variants": ["vanilla", "al_both"],
     },
     "bible_es_en_full": {

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import torch
 from benchmark_page import header, run_start, table
-from common import SHAPES, Shape
+from common import SHAPES, Shape, config_kwargs
 from measure import CLOCK_TEXT, interleaved
 
 from hf_graphtf.inference import load_model
@@ -75,23 +75,10 @@ def write_models(shape: Shape, folder: Path, seed: int) -> dict[str, Path]:
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, eos_token="</s>", unk_token="<unk>", pad_token="<pad>", model_max_length=512
     )
-    config = MarianConfig(
-        vocab_size=shape.vocab,
-        d_model=shape.d_model,
-        encoder_layers=shape.encoder_layers,
-        decoder_layers=shape.decoder_layers,
-        encoder_attention_heads=shape.heads,
-        decoder_attention_heads=shape.heads,
-        encoder_ffn_dim=shape.ffn_dim,
-        decoder_ffn_dim=shape.ffn_dim,
-        max_position_embeddings=512,
-        eos_token_id=EOS,
-        pad_token_id=pad,
-        decoder_start_token_id=pad,
-        forced_eos_token_id=EOS,
-        num_beams=4,
-        max_length=512,
-    )
+    # the benchmarks' shared fields, with opus-mt's special tokens (the converter expects <pad> last)
+    special = {"eos_token_id": EOS, "pad_token_id": pad, "decoder_start_token_id": pad, "bos_token_id": None}
+    fields = {**config_kwargs(shape, "marian", "sdpa", max_length=510), **special}
+    config = MarianConfig(**{**fields, "forced_eos_token_id": EOS, "num_beams": 4, "max_length": 512})
     torch.manual_seed(seed)
     folders = {"vanilla": folder / "vanilla", "linked": folder / "linked"}
     MarianMTModel(config).save_pretrained(folders["vanilla"])
