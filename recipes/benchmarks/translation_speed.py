@@ -53,6 +53,8 @@ from hf_graphtf.translation_modes import TRANSLATION_DTYPES, canonical_dtype
 
 #: opus-mt's special tokens: the converter of CTranslate2 expects ``<pad>`` last (the decoder's start)
 EOS, UNK = 0, 1
+#: the family compared: opus-mt's, which CTranslate2 converts with its Marian loader
+OPUS_MT_FAMILY = "marian"
 
 
 def has_ctranslate2() -> bool:
@@ -77,7 +79,7 @@ def write_models(shape: Shape, folder: Path, seed: int) -> dict[str, Path]:
     )
     # the benchmarks' shared fields, with opus-mt's special tokens (the converter expects <pad> last)
     special = {"eos_token_id": EOS, "pad_token_id": pad, "decoder_start_token_id": pad, "bos_token_id": None}
-    fields = {**config_kwargs(shape, "marian", "sdpa", max_length=510), **special}
+    fields = {**config_kwargs(shape, OPUS_MT_FAMILY, "sdpa", max_length=510), **special}
     config = MarianConfig(**{**fields, "forced_eos_token_id": EOS, "num_beams": 4, "max_length": 512})
     torch.manual_seed(seed)
     folders = {"vanilla": folder / "vanilla", "linked": folder / "linked"}
