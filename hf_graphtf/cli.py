@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import UserError, report_user_error
-from .inference import TranslationInputWarning, load_model, translate_texts
+from .inference import TranslationInputWarning, default_device, load_model, translate_texts
 from .translation_modes import (
     BF16_BLEU_COST,
     INT8_BLEU_COST,
@@ -130,11 +130,8 @@ def _choose_dtype(args: argparse.Namespace) -> None:
     """Resolve ``--dtype`` (``auto``: bf16 where the device computes it natively) before anything loads;
     ``args.dtype`` then names the format used (a resumed file job compares it), and the choice is said in
     one line on standard error when the model has loaded (`_load`)."""
-    import torch
-
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        mode = resolve_translation_dtype(args.dtype, device)
+        mode = resolve_translation_dtype(args.dtype, default_device(args.device))
     except ValueError as error:
         raise InputError(str(error)) from None
     args.dtype, args.dtype_reason = mode.dtype, mode.reason
@@ -456,11 +453,9 @@ CHECK_DTYPES = ("fp32", "bf16", "fp64")
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Run the self-check; exit 1 if any check failed."""
-    import torch
-
     from .self_check import run_checks
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = default_device(args.device)
     try:
         passed = run_checks(device=device, dtype=TORCH_DTYPES[args.dtype], families=args.families, options=args.options)
     except ValueError as error:

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .translation_modes import TORCH_DTYPES, quantize_int8, resolve_translation_dtype
+
 if TYPE_CHECKING:
     from datasets import Dataset
     from transformers import PreTrainedTokenizerBase
 
-#: the float formats and their torch names (`translation_modes.TORCH_DTYPES` adds int8 and fp64)
-DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+#: the float formats and their torch names (the float part of `translation_modes.TORCH_DTYPES`)
+DTYPES = {name: TORCH_DTYPES[name] for name in ("fp32", "bf16", "fp16")}
 
 #: where a sentence ends: after ., !, ?, ;, the ellipsis or CJK full stops, before white space
 _SENTENCE_END = re.compile(r"(?<=[.!?;\u2026\u3002\uff01\uff1f])\s+")
@@ -142,6 +144,13 @@ def source_token_limit(tokenizer: Any, model: Any) -> int:
     return limit
 
 
+def default_device(device: str | None) -> str:
+    """``device``, or the best available one when None: CUDA where torch sees a GPU, else the CPU."""
+    import torch
+
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def load_model(
     name: str, device: str | None = None, dtype: str = "fp32", attn_implementation: str | None = None
 ) -> tuple[Any, Any]:
@@ -156,10 +165,9 @@ def load_model(
     import hf_graphtf  # noqa: F401  (registers the graph_* model types with the Auto classes)
 
     from .model_files import check_model_source, named_source
-    from .translation_modes import quantize_int8, resolve_translation_dtype
 
     check_model_source(name)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = default_device(device)
     mode = resolve_translation_dtype(dtype, device)  # a bad dtype fails before anything loads
     with named_source(name):
         tokenizer = AutoTokenizer.from_pretrained(name)
@@ -318,6 +326,7 @@ __all__ = [
     "TranslationInputWarning",
     "UnknownTextWarning",
     "decode_token_ids",
+    "default_device",
     "length_sorted_batches",
     "load_model",
     "reference_lists",

@@ -32,13 +32,6 @@ class NamedVariant:
     aliases: tuple[str, ...] = field(default=())
     from_paper: bool = True
 
-    @property
-    def kind(self) -> str:
-        """``graph``, ``link`` or ``vanilla``: the family of ideas it belongs to (graph wins a mix)."""
-        if self.options.get("graph_attention"):
-            return "graph"
-        return "link" if self.options.get("attention_link", "none") != "none" else "vanilla"
-
 
 def _variant(name: str, description: str, *aliases: str, from_paper: bool = True, **options: Any) -> NamedVariant:
     return NamedVariant(name, MappingProxyType(normalized(options)), description, aliases, from_paper)

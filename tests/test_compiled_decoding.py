@@ -29,8 +29,8 @@ def _cases(fast: bool) -> list[tuple[str, str]]:
     ]
 
 
-def _static_cache(model, batch: int, decoder_length: int, encoder_length: int) -> EncoderDecoderCache:
-    del batch  # a static cache takes the batch size from its first update
+def _static_cache(model, decoder_length: int, encoder_length: int) -> EncoderDecoderCache:
+    """Self- and cross-attention static caches (each takes the batch size from its first update)."""
     return EncoderDecoderCache(
         StaticCache(config=model.config, max_cache_len=decoder_length),
         StaticCache(config=model.config, max_cache_len=encoder_length),
@@ -53,7 +53,7 @@ def _check(family: str, name: str) -> None:
     steps = [start, dynamic[:, 1:2], dynamic[:, 2:3]]  # three decoding steps through the cache
 
     def decode(forward) -> list[torch.Tensor]:
-        cache = _static_cache(model, input_ids.shape[0], 8, input_ids.shape[1])
+        cache = _static_cache(model, 8, input_ids.shape[1])
         logits = []
         for position, token in enumerate(steps):
             out = forward(

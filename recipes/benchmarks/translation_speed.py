@@ -252,25 +252,26 @@ def main(argv: list[str] | None = None) -> None:
         print(f"CTranslate2 {missing}", file=sys.stderr)
 
     ids = source_batch(shape, args.batch_size, args.length, args.seed)
+    # every format of the package, loaded once (as `translate` loads it) and timed at each thread count
+    models: dict[str, torch.nn.Module] = {}
+    for family, label in (("vanilla", "Transformers MarianMTModel"), ("linked", "linked (attention_link=both)")):
+        for mode in args.modes:
+            tokenizer, models[f"{label} {mode}"] = load_model(str(folders[family]), "cpu", mode)
+    tokens = [tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()]  # CTranslate2 reads token strings
     rows, records = [], []
     for threads in args.threads:
         torch.set_num_threads(threads)
-        systems: dict[str, Callable[[int], Callable[[], object]]] = {}
-        for family in ("vanilla", "linked"):
-            for mode in args.modes:
-                tokenizer, model = load_model(str(folders[family]), "cpu", mode)
-                name = (
-                    f"{'Transformers MarianMTModel' if family == 'vanilla' else 'linked (attention_link=both)'} {mode}"
-                )
-                systems[name] = lambda beams, model=model: hf_runner(model, ids, beams, args.new_tokens)
+        systems: dict[str, Callable[[int], Callable[[], object]]] = {
+            name: (lambda beams, model=model: hf_runner(model, ids, beams, args.new_tokens))
+            for name, model in models.items()
+        }
         if ct2:
             import ctranslate2
 
-            tokens = [tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()]
             for quantization, folder in ct2.items():
                 translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=threads, inter_threads=1)
                 name = f"CTranslate2 {ctranslate2.__version__} (vanilla weights) {quantization}"
-                systems[name] = lambda beams, t=translator, s=tokens: ct2_runner(t, s, beams, args.new_tokens)
+                systems[name] = lambda beams, t=translator: ct2_runner(t, tokens, beams, args.new_tokens)
         for beams in args.beams:
             names = list(systems)
             timing = interleaved(
