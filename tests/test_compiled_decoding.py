@@ -14,6 +14,7 @@ import torch
 from transformers import EncoderDecoderCache, StaticCache
 
 from hf_graphtf.self_check import matrix
+from hf_graphtf.transformers_seam import cache_kwargs
 
 #: the default run's cases: the decoder link in its most involved form (cumulative, gated), alone and beside the
 #: graph encoder
@@ -60,7 +61,7 @@ def _check(family: str, name: str) -> None:
                 encoder_outputs=encoder_outputs,
                 attention_mask=attention_mask,
                 decoder_input_ids=token,
-                past_key_values=cache,
+                **cache_kwargs(cache),  # under the installed release's name (5.24 renamed it)
                 use_cache=True,
                 cache_position=torch.tensor([position]),
             )
