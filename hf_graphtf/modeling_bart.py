@@ -1,54 +1,35 @@
-"""BART with graph-group encoder attention and attention link: wiring only.
+"""BART with graph-group encoder attention and attention link: what differs from the other families, over
+the wiring of `modeling_common` (which says how the file travels with a checkpoint).
 
-The classes marked "Copied from" are the Marian file's with the family's name changed; a test keeps the
-two in step (each subclasses its own family's Transformers classes, so the two cannot share them).
-
-The classes subclass Transformers' BART classes; the computation lives in `attention_link.py`
-and `graph_attention.py`. This file and its relative imports are what ``save_pretrained`` copies
-next to the weights, so ``trust_remote_code=True`` loads a checkpoint without this package.
+BART's stacks have a scaling embedding module, learned positions and a LayerNorm on the embeddings. A class
+marked "Copied from" is the Marian file's with the family's name changed; a test keeps the two in step.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
-from transformers.models.bart.modeling_bart import (
-    BartAttention,
-    BartDecoder,
-    BartDecoderLayer,
-    BartEncoder,
-    BartEncoderLayer,
-    BartForConditionalGeneration,
-    BartLearnedPositionalEmbedding,
-    BartModel,
-    BartPreTrainedModel,
-    BartScaledWordEmbedding,
-)
+from transformers.models.bart import modeling_bart as vanilla
 
 from .configuration import GraphBartConfig
 from .modeling_common import (
+    GraphBaseModelMixin,
     GraphDecoderMixin,
     GraphEncoderMixin,
-    GraphGatesOutputMixin,
     GraphPreTrainedMixin,
-    GraphSeq2SeqLMOutput,
-    GraphSeq2SeqModelOutput,
+    GraphTranslationModelMixin,
+    StackClasses,
     family_layers,
-)
-from .transformers_seam import OutputRecorder
-
-LinkedBartAttention, LinkedBartEncoderLayer, LinkedBartDecoderLayer, GraphBartEncoderLayer = family_layers(
-    "Bart", BartAttention, BartEncoderLayer, BartDecoderLayer, __name__
+    register_family,
+    scaled_word_embedding,
 )
 
-
-_REMOTE_CODE_CLASSES = ("GraphBartConfig", "GraphBartModel", "GraphBartForConditionalGeneration")
+BART_LAYERS = family_layers("Bart", vanilla, __name__)
+LinkedBartAttention, LinkedBartEncoderLayer, LinkedBartDecoderLayer, GraphBartEncoderLayer = BART_LAYERS.package_classes
 
 
 # Copied from hf_graphtf.modeling_marian.GraphMarianPreTrainedModel with Marian->Bart
-class GraphBartPreTrainedModel(GraphPreTrainedMixin, BartPreTrainedModel):
+class GraphBartPreTrainedModel(GraphPreTrainedMixin, vanilla.BartPreTrainedModel):
     config: GraphBartConfig
     config_class = GraphBartConfig
 
@@ -58,93 +39,55 @@ class BartStackParts:
     position embeddings, and the embedding LayerNorm after the layers (`StackInitMixin` builds the rest)."""
 
     def build_embeddings(self, config: GraphBartConfig) -> None:
-        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_tokens = BartScaledWordEmbedding(
-            config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
-        )
-        self.embed_positions = BartLearnedPositionalEmbedding(config.max_position_embeddings, config.d_model)
+        self.embed_tokens = scaled_word_embedding(vanilla.BartScaledWordEmbedding, config)
+        self.embed_positions = vanilla.BartLearnedPositionalEmbedding(config.max_position_embeddings, config.d_model)
 
     def build_norms(self, config: GraphBartConfig) -> None:
         self.layernorm_embedding = nn.LayerNorm(config.d_model)
 
 
-class GraphBartEncoder(BartStackParts, GraphEncoderMixin, BartEncoder):
+class GraphBartEncoder(BartStackParts, GraphEncoderMixin, vanilla.BartEncoder):
     """BART encoder with linked or graph-group layers (the loop is in `GraphEncoderMixin`)."""
 
-    config_class = GraphBartConfig
-    standard_layer_class = BartEncoderLayer
-    graph_layer_class = GraphBartEncoderLayer
-    linked_layer_class = LinkedBartEncoderLayer
-    _can_record_outputs = {
-        "hidden_states": BartEncoderLayer,
-        "attentions": OutputRecorder(BartAttention, index=1, layer_name="self_attn"),
-        "graph_gates": OutputRecorder(GraphBartEncoderLayer, index=1),
-    }
+    layer_classes = BART_LAYERS
 
     def embed(self, input_ids, inputs_embeds):
-        """Token and learned position embeddings, LayerNorm and dropout, as `BartEncoder.forward`."""
-        if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids)
+        """Learned position embeddings added and LayerNorm, as `BartEncoder.forward`."""
         positions = self.embed_positions(inputs_embeds[:, :, -1]).to(inputs_embeds.device)  # shape only
-        hidden_states = self.layernorm_embedding(inputs_embeds + positions)
-        return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
+        return self.layernorm_embedding(inputs_embeds + positions)
 
 
-class GraphBartDecoder(BartStackParts, GraphDecoderMixin, BartDecoder):
+class GraphBartDecoder(BartStackParts, GraphDecoderMixin, vanilla.BartDecoder):
     """BART decoder with linked layers (the loop is in `GraphDecoderMixin`)."""
 
-    config_class = GraphBartConfig
-    linked_layer_class = LinkedBartDecoderLayer
+    layer_classes = BART_LAYERS
 
     def embed(self, input_ids, inputs_embeds, cache_length: int):
-        """Token embeddings, positions after the cached ones, LayerNorm and dropout, as `BartDecoder.forward`."""
-        if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids)
-        seq_length = inputs_embeds.shape[1]
-        position_ids = torch.arange(seq_length, device=inputs_embeds.device) + cache_length
+        """Positions after the cached ones added and LayerNorm, as `BartDecoder.forward`."""
+        position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + cache_length
         positions = self.embed_positions(input_ids, cache_length, position_ids=position_ids)
-        hidden_states = self.layernorm_embedding(inputs_embeds + positions.to(inputs_embeds.device))
-        return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
+        return self.layernorm_embedding(inputs_embeds + positions.to(inputs_embeds.device))
 
 
-class GraphBartModel(GraphGatesOutputMixin, GraphPreTrainedMixin, BartModel):
+class GraphBartModel(GraphBaseModelMixin, vanilla.BartModel):
     """`BartModel` with the options of [`GraphBartConfig`]."""
 
-    config: GraphBartConfig
-    config_class = GraphBartConfig
-    gates_output_class = GraphSeq2SeqModelOutput
-    remote_code_classes = _REMOTE_CODE_CLASSES
+    stack_classes = StackClasses(vanilla.BartEncoder, GraphBartEncoder, vanilla.BartDecoder, GraphBartDecoder)
 
-    def __init__(self, config: GraphBartConfig):  # BartModel.__init__ with the stacks the options ask for
-        super().__init__(config)
-        embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.shared = BartScaledWordEmbedding(
-            config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale
-        )
-        graph_encoder = config.graph_attention or config.links_encoder
-        self.encoder = (GraphBartEncoder if graph_encoder else BartEncoder)(config)
-        self.decoder = (GraphBartDecoder if config.links_decoder else BartDecoder)(config)
-        self.post_init()
+    def build_shared(self, config: GraphBartConfig) -> None:  # as BartModel.__init__
+        self.shared = scaled_word_embedding(vanilla.BartScaledWordEmbedding, config)
 
 
-class GraphBartForConditionalGeneration(GraphGatesOutputMixin, GraphPreTrainedMixin, BartForConditionalGeneration):
+class GraphBartForConditionalGeneration(GraphTranslationModelMixin, vanilla.BartForConditionalGeneration):
     """`BartForConditionalGeneration` (translation head, `generate()`) with the options of [`GraphBartConfig`]."""
 
-    config: GraphBartConfig
-    config_class = GraphBartConfig
-    gates_output_class = GraphSeq2SeqLMOutput
-    remote_code_classes = _REMOTE_CODE_CLASSES
+    base_model_class = GraphBartModel
 
-    def __init__(self, config: GraphBartConfig):  # BartForConditionalGeneration.__init__ with a GraphBartModel
-        super().__init__(config)
-        self.model = GraphBartModel(config)
+    def build_head(self, config: GraphBartConfig) -> None:  # as BartForConditionalGeneration.__init__
         self.final_logits_bias = nn.Buffer(torch.zeros((1, self.model.shared.num_embeddings)))
         self.lm_head = nn.Linear(config.d_model, self.model.shared.num_embeddings, bias=False)
-        self.post_init()
 
 
-GraphBartConfig.register_for_auto_class()
-GraphBartModel.register_for_auto_class("AutoModel")
-GraphBartForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+register_family(GraphBartConfig, GraphBartModel, GraphBartForConditionalGeneration)
 
 __all__ = ["GraphBartModel", "GraphBartForConditionalGeneration", "GraphBartPreTrainedModel"]

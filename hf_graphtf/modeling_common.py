@@ -1,17 +1,22 @@
-"""Wiring shared by the model families: which layers a stack gets, and the extra outputs.
+"""Wiring shared by the model families: which layers a stack gets, how stacks and models are built, and the
+extra outputs. The computation itself lives in `attention_link.py` and `graph_attention.py`.
 
 A family module (``modeling_marian.py``, ``modeling_bart.py``, ``modeling_m2m_100.py``) subclasses the
-vanilla Transformers classes with these mixins and names its own layer and attention classes. A stack with no option on
-is the vanilla stack class itself, so with every option off the model is exactly the vanilla one.
+vanilla Transformers classes with these mixins and holds only what differs between families: embeddings,
+norms and heads. A stack with no option on is the vanilla stack class itself, so with every option off the
+model is exactly the vanilla one.
 
-This module travels with saved checkpoints (``trust_remote_code``).
+A family module and its relative imports (this module among them) are what ``save_pretrained`` copies next
+to the weights, so ``trust_remote_code=True`` loads a checkpoint without this package.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 import warnings
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, NamedTuple
 
 import torch
@@ -33,6 +38,7 @@ from .attention_link import (
 from .graph_attention import GraphEncoderLayerMixin
 from .transformers_seam import (
     GradientCheckpointingLayer,
+    OutputRecorder,
     cache_kwargs,
     capture_outputs,
     causal_mask,
@@ -201,22 +207,32 @@ def _drop_layer(stack: nn.Module) -> bool:
 
 class FamilyLayers(NamedTuple):
     """A family's layer classes with the package's options: the linked attention, the linked encoder and
-    decoder layers, and the graph encoder layer (None for a family graph attention is not defined for)."""
+    decoder layers, and the graph encoder layer (None for a family graph attention is not defined for); and
+    the vanilla attention and encoder layer they subclass, which the stacks build and record outputs of."""
 
     linked_attention: type[nn.Module]
     linked_encoder_layer: type[nn.Module]
     linked_decoder_layer: type[nn.Module]
     graph_encoder_layer: type[nn.Module] | None
+    attention: type[nn.Module]
+    encoder_layer: type[nn.Module]
+
+    @property
+    def package_classes(self) -> tuple[type[nn.Module], ...]:
+        """The four classes the package adds, in field order, for the family module to name."""
+        return self[:4]
 
 
-def family_layers(
-    family: str, attention: type, encoder_layer: type, decoder_layer: type, module: str, *, graph: bool = True
-) -> FamilyLayers:
-    """The family's vanilla attention and layers with the link and graph mixins, written once for every family:
-    ``Linked<Family>Attention`` (`LinkedAttentionMixin`: no new parameters), ``Linked<Family>EncoderLayer``,
-    ``Linked<Family>DecoderLayer`` and ``Graph<Family>EncoderLayer``, each a subclass of the family's own
-    Transformers class, named and placed in ``module`` (the family module that assigns them, which
-    ``save_pretrained`` copies for remote code) as if written there."""
+def family_layers(family: str, vanilla: ModuleType, module: str, *, graph: bool = True) -> FamilyLayers:
+    """The family's vanilla attention and layers (``<Family>Attention``, ``<Family>EncoderLayer`` and
+    ``<Family>DecoderLayer`` of its Transformers modeling module, `vanilla`) with the link and graph mixins,
+    written once for every family: ``Linked<Family>Attention`` (`LinkedAttentionMixin`: no new parameters),
+    ``Linked<Family>EncoderLayer``, ``Linked<Family>DecoderLayer`` and ``Graph<Family>EncoderLayer``, each a
+    subclass of the family's own Transformers class, named and placed in ``module`` (the family module that
+    assigns them, which ``save_pretrained`` copies for remote code) as if written there."""
+    attention = getattr(vanilla, f"{family}Attention")
+    encoder_layer = getattr(vanilla, f"{family}EncoderLayer")
+    decoder_layer = getattr(vanilla, f"{family}DecoderLayer")
 
     def make(name: str, bases: tuple[type, ...], doc: str, **attributes: Any) -> type:
         namespace = {"__module__": module, "__qualname__": name, "__doc__": doc, **attributes}
@@ -249,6 +265,8 @@ def family_layers(
         )
         if graph
         else None,
+        attention,
+        encoder_layer,
     )
 
 
@@ -285,6 +303,19 @@ class StackInitMixin:
     def build_norms(self, config) -> None:
         """Norms after the layers (none in Marian)."""
 
+    def token_embeddings(self, input_ids: torch.LongTensor) -> torch.Tensor:
+        """The embeddings of `input_ids` where no ``inputs_embeds`` were given (BART's and M2M100's embedding
+        modules scale them; Marian's encoder scales them here)."""
+        return self.embed_tokens(input_ids)
+
+    def embedded_inputs(self, input_ids, inputs_embeds, *embed_args) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first layer's input (the family's `embed`, then dropout) and the token embeddings the masks are
+        built from, as the vanilla stack's forward makes them."""
+        if inputs_embeds is None:
+            inputs_embeds = self.token_embeddings(input_ids)
+        hidden_states = self.embed(input_ids, inputs_embeds, *embed_args)
+        return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training), inputs_embeds
+
 
 class GraphEncoderMixin(StackInitMixin, LinkGateInitMixin):
     """Encoder stack with linked layers, or graph-group layers 1..N-1 after a standard layer 0.
@@ -293,22 +324,33 @@ class GraphEncoderMixin(StackInitMixin, LinkGateInitMixin):
     layer's outputs to the next layer's positional inputs, and the graph's previous representation
     P is the input of the layer before. Nothing is kept in shared state, so an activation-
     checkpointing wrapper around any layer re-runs it on exactly the inputs it first saw.
-    A family class supplies ``embed(input_ids, inputs_embeds)``: its embeddings up to the first layer,
-    and a pre-LN family ``final_norm``.
+    A family class supplies its ``layer_classes`` (from which its recorded outputs follow),
+    ``embed(input_ids, inputs_embeds)`` (its embeddings up to the dropout before the first layer) and, where
+    it is pre-LN, ``final_norm``.
     """
 
     max_positions_attribute = "max_source_positions"
     layerdrop_field = "encoder_layerdrop"
-    standard_layer_class: type[nn.Module]
-    graph_layer_class: type[nn.Module]
-    linked_layer_class: type[nn.Module]
+    layer_classes: FamilyLayers
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        layers = cls.__dict__.get("layer_classes")
+        if layers is not None:  # what the vanilla encoder records, and each graph layer's gates
+            cls._can_record_outputs = {
+                "hidden_states": layers.encoder_layer,
+                "attentions": OutputRecorder(layers.attention, index=1, layer_name="self_attn"),
+            }
+            if layers.graph_encoder_layer is not None:
+                cls._can_record_outputs["graph_gates"] = OutputRecorder(layers.graph_encoder_layer, index=1)
 
     def build_layers(self, config) -> nn.ModuleList:
+        classes = self.layer_classes
         if config.graph_attention:
-            layers = [self.standard_layer_class(config, layer_idx=0)]
-            layers += [self.graph_layer_class(config, layer_idx=i) for i in range(1, config.encoder_layers)]
+            layers = [classes.encoder_layer(config, layer_idx=0)]
+            layers += [classes.graph_encoder_layer(config, layer_idx=i) for i in range(1, config.encoder_layers)]
         elif config.links_encoder:
-            layers = [self.linked_layer_class(config, layer_idx=i) for i in range(config.encoder_layers)]
+            layers = [classes.linked_encoder_layer(config, layer_idx=i) for i in range(config.encoder_layers)]
         else:
             raise ValueError("a graph encoder needs graph_attention=True or an encoder attention_link")
         return nn.ModuleList(layers)
@@ -324,7 +366,7 @@ class GraphEncoderMixin(StackInitMixin, LinkGateInitMixin):
     ) -> BaseModelOutput:
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
-        hidden_states, inputs_embeds = self.embed(input_ids, inputs_embeds)
+        hidden_states, inputs_embeds = self.embedded_inputs(input_ids, inputs_embeds)
         attention_mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask
         )
@@ -370,15 +412,17 @@ class GraphDecoderMixin(StackInitMixin, LinkGateInitMixin):
     """Decoder stack whose self- and cross-attention are linked across layers.
 
     The four carry tensors go from each layer's outputs to the next layer's positional inputs. A
-    family class supplies ``embed(input_ids, inputs_embeds, past_key_values_length)``.
+    family class supplies its ``layer_classes`` and ``embed(input_ids, inputs_embeds, cache_length)`` (its
+    embeddings up to the dropout before the first layer).
     """
 
     max_positions_attribute = "max_target_positions"
     layerdrop_field = "decoder_layerdrop"
-    linked_layer_class: type[nn.Module]
+    layer_classes: FamilyLayers
 
     def build_layers(self, config) -> nn.ModuleList:
-        return nn.ModuleList([self.linked_layer_class(config, layer_idx=i) for i in range(config.decoder_layers)])
+        linked_layer = self.layer_classes.linked_decoder_layer
+        return nn.ModuleList([linked_layer(config, layer_idx=i) for i in range(config.decoder_layers)])
 
     @merge_with_config_defaults
     @capture_outputs
@@ -400,7 +444,7 @@ class GraphDecoderMixin(StackInitMixin, LinkGateInitMixin):
         if use_cache and cache is None:
             cache = new_decoder_cache(self.config)
         past_length = cache.get_seq_length() if cache is not None else 0
-        hidden_states, inputs_embeds = self.embed(input_ids, inputs_embeds, past_length)
+        hidden_states, inputs_embeds = self.embedded_inputs(input_ids, inputs_embeds, past_length)
         batch_size, seq_length = inputs_embeds.shape[:2]
         if attention_mask is None and not is_torchdynamo_compiling():
             attention_mask = torch.ones(batch_size, past_length + seq_length, device=inputs_embeds.device)
@@ -446,6 +490,8 @@ class GraphGatesOutputMixin:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if not issubclass(cls, nn.Module):
+            return  # a mixin built on this one (`GraphBaseModelMixin`): its subclasses get the forward
         vanilla = super().forward  # the vanilla class next in the MRO
         signature = inspect.signature(vanilla)
         parameters = list(signature.parameters.values())
@@ -509,6 +555,76 @@ class GraphGatesOutputMixin:
         if isinstance(outputs, tuple):
             return (*outputs, gates)
         return self.gates_output_class(**outputs, encoder_graph_gates=gates)
+
+
+class StackClasses(NamedTuple):
+    """A family's stacks: the vanilla ones, built where no option asks for more, and the Graph* ones."""
+
+    encoder: type[nn.Module]
+    graph_encoder: type[nn.Module]
+    decoder: type[nn.Module]
+    graph_decoder: type[nn.Module]
+
+
+class GraphBaseModelMixin(GraphGatesOutputMixin, GraphPreTrainedMixin):
+    """The base model of a family (`MarianModel`, `BartModel`, `M2M100Model`), built as its vanilla
+    ``__init__`` builds it, with the stacks the options ask for: the family gives its stacks (`stack_classes`)
+    and its shared embedding (`build_shared`), and every option-off stack is the vanilla class itself."""
+
+    gates_output_class = GraphSeq2SeqModelOutput
+    stack_classes: StackClasses
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.build_shared(config)
+        stacks = self.stack_classes
+        graph_encoder = getattr(config, "graph_attention", False) or config.links_encoder
+        self.encoder = (stacks.graph_encoder if graph_encoder else stacks.encoder)(config)
+        self.decoder = (stacks.graph_decoder if config.links_decoder else stacks.decoder)(config)
+        self.post_init()
+
+    def build_shared(self, config) -> None:
+        """The shared token embedding, as the family's vanilla ``__init__`` builds it."""
+        raise NotImplementedError
+
+
+class GraphTranslationModelMixin(GraphGatesOutputMixin, GraphPreTrainedMixin):
+    """The translation model of a family (`generate()`): its base model (`base_model_class`, a
+    `GraphBaseModelMixin`) and the head its vanilla ``__init__`` builds (`build_head`)."""
+
+    gates_output_class = GraphSeq2SeqLMOutput
+    base_model_class: type[nn.Module]
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = self.base_model_class(config)
+        self.build_head(config)
+        self.post_init()
+
+    def build_head(self, config) -> None:
+        """The output projection (and logits bias, where the family has one), as the vanilla ``__init__``."""
+        raise NotImplementedError
+
+
+def register_family(config_class: type, base_model_class: type, translation_model_class: type) -> None:
+    """Ties both models to the family's config (`from_pretrained` reads `config_class`), tells them which
+    classes a saved checkpoint's `auto_map` names (`GraphPreTrainedMixin.save_pretrained`), and registers the
+    three for the Auto* factories."""
+    names = (config_class.__name__, base_model_class.__name__, translation_model_class.__name__)
+    stacks = base_model_class.stack_classes
+    for model_class in (stacks.graph_encoder, stacks.graph_decoder, base_model_class, translation_model_class):
+        model_class.config_class = config_class
+    for model_class in (base_model_class, translation_model_class):
+        model_class.remote_code_classes = names
+    config_class.register_for_auto_class()
+    base_model_class.register_for_auto_class("AutoModel")
+    translation_model_class.register_for_auto_class("AutoModelForSeq2SeqLM")
+
+
+def scaled_word_embedding(embedding_class: type[nn.Module], config) -> nn.Module:
+    """A family's scaling token embedding (BART's, M2M100's), as its stacks and base model build it."""
+    embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+    return embedding_class(config.vocab_size, config.d_model, config.pad_token_id, embed_scale=embed_scale)
 
 
 def auto_map_for(model_module: str, config_class: str, base_class: str, lm_class: str) -> dict[str, str]:
