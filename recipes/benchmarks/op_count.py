@@ -1,0 +1,271 @@
+"""Dispatched-op counts: what a step costs where the GPU waits on launches, counted on a CPU.
+
+At the batch sizes where a GPU mostly waits (recipes/benchmarks/RESULTS.md, "Op counts"), a variant's speed
+ratio to vanilla follows the number of kernels a step launches, and that number is the same on any device.
+This counts the aten ops a step dispatches (forward, backward and the optimizer's step) with a
+`TorchDispatchMode`, counting each scaled-dot-product attention as one op forward and one backward
+whatever kernel the CPU would pick (its flash kernel refuses the link's wider queries and keys, and its math
+fallback would count as a dozen ops a GPU runs as one). It also measures the bytes autograd saves for
+backward, the activation memory a training step holds at its peak.
+
+    python recipes/benchmarks/op_count.py                  # the table, 6+6 layers, batch 4
+    python recipes/benchmarks/op_count.py --variants al-prev-both
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from benchmark_page import header, run_start, table
+from common import VARIANTS, Shape, build_model, random_batch, select_variants
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+#: the shape the counts are taken at: opus-mt's depth and heads, small widths (counts do not depend on them)
+COUNT_SHAPE = Shape(64, 128, 8, 6, 6, vocab=256, batch_size=4, length=12)
+#: ops that only describe a tensor (views, metadata) and launch no kernel on any device
+_NO_KERNEL = {
+    "aten.view",
+    "aten._unsafe_view",
+    "aten.t",
+    "aten.transpose",
+    "aten.permute",
+    "aten.expand",
+    "aten.unsqueeze",
+    "aten.squeeze",
+    "aten.slice",
+    "aten.select",
+    "aten.split",
+    "aten.split_with_sizes",
+    "aten.unbind",
+    "aten.alias",
+    "aten.detach",
+    "aten.as_strided",
+    "aten._reshape_alias",
+    "aten.reshape",
+    "aten.is_same_size",
+    "aten.sym_size",
+    "aten.sym_stride",
+    "aten.sym_numel",
+    "aten.sym_storage_offset",
+    "aten.lift_fresh",
+    "aten._local_scalar_dense",
+    "aten.empty",
+    "aten.empty_like",
+    "aten.empty_strided",
+    "aten.new_empty",
+    "aten.new_empty_strided",
+    "aten.zeros_like",
+    "aten.ones_like",
+    "aten.new_zeros",
+    "aten.new_ones",
+    "aten.zeros",
+    "aten.ones",
+}
+
+
+class _OpCounter(TorchDispatchMode):
+    """Counts the aten ops that launch a kernel, by name; while `quiet`, counts nothing (one SDPA's inside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+        self.quiet = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func.overloadpacket)
+        if not self.quiet and name not in _NO_KERNEL:
+            self.ops[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+class _OneSdpa(torch.autograd.Function):
+    """SDPA as one counted op forward and one backward: the kernels inside run quietly (the backward
+    recomputes the forward under autograd, quietly, and takes its gradients)."""
+
+    @staticmethod
+    def forward(ctx, counter: _OpCounter, sdpa: Callable, kwargs: dict, query, key, value):
+        ctx.counter, ctx.sdpa, ctx.kwargs = counter, sdpa, kwargs
+        ctx.save_for_backward(query, key, value)
+        counter.ops["sdpa"] += 1
+        counter.quiet += 1
+        try:
+            return sdpa(query, key, value, **kwargs)
+        finally:
+            counter.quiet -= 1
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        counter = ctx.counter
+        counter.ops["sdpa_backward"] += 1
+        counter.quiet += 1
+        try:
+            inputs = [tensor.detach().requires_grad_(tensor.requires_grad) for tensor in ctx.saved_tensors]
+            with torch.enable_grad():
+                output = ctx.sdpa(*inputs, **ctx.kwargs)
+            wanted = [tensor for tensor in inputs if tensor.requires_grad]
+            grads = iter(torch.autograd.grad(output, wanted, grad_output))
+            return None, None, None, *(next(grads) if tensor.requires_grad else None for tensor in inputs)
+        finally:
+            counter.quiet -= 1
+
+
+class _SdpaAsOneOp(TorchFunctionMode):
+    def __init__(self, counter: _OpCounter) -> None:
+        super().__init__()
+        self.counter = counter
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.scaled_dot_product_attention:
+            query, key, value, *rest = args
+            names = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+            kwargs = {**dict(zip(names, rest, strict=False)), **kwargs}
+            if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
+                return _OneSdpa.apply(self.counter, func, kwargs, query, key, value)
+            self.counter.ops["sdpa"] += 1
+            self.counter.quiet += 1
+            try:
+                return func(query, key, value, **kwargs)
+            finally:
+                self.counter.quiet -= 1
+        return func(*args, **kwargs)
+
+
+def count_ops(step: Callable[[], object]) -> Counter[str]:
+    """The kernel-launching ops `step()` dispatches, by name, SDPA counted as one op each way."""
+    counter = _OpCounter()
+    with _SdpaAsOneOp(counter), counter:
+        step()
+    return counter.ops
+
+
+def saved_bytes(forward: Callable[[], torch.Tensor]) -> int:
+    """Bytes of the distinct tensors autograd saves for backward during `forward()` (the activations a
+    training step holds at its peak; parameters, which are saved too, are left out)."""
+    parameters: set[int] = set()
+    storages: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor):
+        storage = tensor.untyped_storage()
+        if tensor.data_ptr() not in parameters:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        loss = forward()
+    del loss
+    return sum(storages.values())
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """One variant's counts: ops per training step (forward, backward, AdamW) and per greedy decoding step,
+    and the activation bytes a training step saves."""
+
+    training_ops: int
+    decode_ops: int
+    saved_bytes: int
+
+
+def variant_counts(
+    variant: str, family: str = "marian", shape: Shape = COUNT_SHAPE, link_kernel: str = "concat"
+) -> StepCounts:
+    """Counts for one variant at `shape`, in float32 with SDPA, the link on `link_kernel` (the concat kernel,
+    which ``attention_link_kernel="auto"`` picks on a GPU, where the counts matter)."""
+    chosen = None if variant == "vanilla" else VARIANTS[variant]
+    model = build_model(chosen, shape, family=family, link_kernel=link_kernel).train()
+    for module in model.modules():  # dropout's draws and masks add ops the comparison is not about
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            if isinstance(getattr(module, name, None), float):
+                setattr(module, name, 0.0)
+    batch = random_batch(shape)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+
+    def training_step() -> None:
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    training_step()  # optimizer state exists from here on, as in every later step
+    training = sum(count_ops(training_step).values())
+    activations = saved_bytes(lambda: model(**batch).loss)
+    model.eval()
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        start = torch.full((shape.batch_size, 1), model.config.decoder_start_token_id)
+        first = model(
+            encoder_outputs=encoder_outputs,
+            attention_mask=batch["attention_mask"],
+            decoder_input_ids=start,
+            use_cache=True,
+        )
+        step_ids = first.logits[:, -1:].argmax(-1)
+
+        def decode_step() -> None:
+            model(
+                encoder_outputs=encoder_outputs,
+                attention_mask=batch["attention_mask"],
+                decoder_input_ids=step_ids,
+                past_key_values=_copied(first.past_key_values),
+                use_cache=True,
+            )
+
+        decode = sum(count_ops(decode_step).values())
+    return StepCounts(training, decode, activations)
+
+
+def _copied(cache):
+    """A copy of a filled KV cache, so that the counted step appends to its own."""
+    import copy
+
+    return copy.deepcopy(cache)
+
+
+DEFAULT_VARIANTS = "al-prev-both,al-cum-both,graph-half+gate,graph-self_gate,graph-shared+gate"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--variants", default="al-prev-both,al-cum-both,graph-half+gate,graph-self_gate,graph-shared+gate"
+    )
+    parser.add_argument("--family", default="marian")
+    args = parser.parse_args()
+    start = run_start()
+    variants = ["vanilla", *(variant.name for variant in select_variants(args.variants, args.family))]
+    rows = {variant: variant_counts(variant, args.family) for variant in variants}
+    base = rows["vanilla"]
+    settings = {
+        "model": f"{args.family}, {COUNT_SHAPE.describe()}, batch {COUNT_SHAPE.batch_size}, float32, sdpa",
+        "counted": "aten ops that launch a kernel (views left out), SDPA as one op each way; a training step is "
+        "forward, backward and AdamW (foreach); a decode step is one greedy token with a filled KV cache; "
+        "the link on its concat kernel (what `auto` picks on a GPU)",
+    }
+    print(header("Dispatched ops per step and saved activations: variant / vanilla", settings, "cpu", start))
+    print()
+    print(
+        table(
+            ["variant", "ops / training step", "vs vanilla", "ops / decode step", "vs vanilla", "saved activations"],
+            [
+                [
+                    variant,
+                    f"{counts.training_ops:,}",
+                    f"{counts.training_ops / base.training_ops:.2f}x",
+                    f"{counts.decode_ops:,}",
+                    f"{counts.decode_ops / base.decode_ops:.2f}x",
+                    f"{counts.saved_bytes / base.saved_bytes:.2f}x",
+                ]
+                for variant, counts in rows.items()
+            ],
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
