@@ -27,6 +27,17 @@ from .transformers_seam import eager_attention, sdpa_attention_forward
 
 #: attention implementations the fused group path runs on; others take the per-module path
 FUSED_IMPLEMENTATIONS = ("eager", "sdpa")
+#: (device type, shared q/k/v) -> whether the fused group path measured faster there than one call per module.
+#: On a CPU (recipes/benchmarks/RESULTS.md, "Where the time goes"), matmuls set the pace: shared q/k/v gains
+#: (+13%: 6 projections instead of 9), separate modules ran at the same speed with more memory. A device type
+#: not listed (CUDA) takes the fused path, which dispatches 1.21x vanilla's ops for half-dim + gate against the
+#: per-module path's 1.50x (recipes/benchmarks/op_count.py): what pays where kernel launches set the pace.
+FUSED_PATH_MEASURED: dict[tuple[str, bool], bool] = {("cpu", True): True, ("cpu", False): False}
+
+
+def fused_path_pays(device_type: str, shared_qkv: bool) -> bool:
+    """Whether a graph layer on `device_type` takes the fused group path (`FUSED_PATH_MEASURED`)."""
+    return FUSED_PATH_MEASURED.get((device_type, shared_qkv), True)
 
 
 def _project(x: torch.Tensor, linears: list[nn.Linear]) -> tuple[torch.Tensor, ...]:
@@ -109,31 +120,55 @@ class GraphEncoderLayerMixin:
         return feed_forward(self, hidden_states, clamp_fp16=True), gate
 
     def _can_fuse(self, kwargs) -> bool:
-        """The fused path serves shared-qkv layers, where it removes work: I and P are projected once
-        each (6 projections instead of 9) and one output projection of the summed heads replaces three.
-        With separate modules it measured no faster and kept more memory for backward
-        (recipes/benchmarks/RESULTS.md), so those take the per-module path. It reads the weights
-        directly, so it also needs plain `nn.Linear` projections (not adapters such as LoRA) whose
-        weights are materialised (not DeepSpeed ZeRO-3 partitions, which are gathered only when their
-        own module runs), a kernel it knows, and no request for attention probabilities."""
+        """Whether this call takes the fused group path: where it can (`_fusable`) and where it measured
+        faster on this kind of device (`fused_path_pays`)."""
+        return self._fusable(kwargs) and fused_path_pays(self.low_proj.weight.device.type, self.graph_shared_qkv)
+
+    def _group_linears(self) -> tuple[list[nn.Linear], list[nn.Linear], list[nn.Linear]]:
+        """The layer's projections by what they read: I's (the high group's q, k, v; middle-inc's q;
+        middle-prev's k, v), P's (middle-inc's k, v; middle-prev's q; ``low_proj``), and the three
+        groups' output projections (high, middle-inc, middle-prev). With shared q/k/v the modules are one."""
+        high = self.self_attn
+        inc, prev = (high, high) if self.graph_shared_qkv else (self.mid_attn_inc, self.mid_attn_prev)
+        if self.graph_shared_qkv:  # each input projected once: the groups read the same q, k, v of it
+            return (
+                [high.q_proj, high.k_proj, high.v_proj],
+                [high.q_proj, high.k_proj, high.v_proj, self.low_proj],
+                [high.out_proj],
+            )
+        reads_incremental = [high.q_proj, high.k_proj, high.v_proj, inc.q_proj, prev.k_proj, prev.v_proj]
+        reads_previous = [inc.k_proj, inc.v_proj, prev.q_proj, self.low_proj]
+        return reads_incremental, reads_previous, [high.out_proj, inc.out_proj, prev.out_proj]
+
+    def _fusable(self, kwargs) -> bool:
+        """The fused path reads the weights directly, so it needs plain `nn.Linear` projections (not
+        adapters such as LoRA) whose weights are materialised (not DeepSpeed ZeRO-3 partitions, which are
+        gathered only when their own module runs), a kernel it knows, and no request for attention
+        probabilities."""
         attn = self.self_attn
-        linears = [self.low_proj, attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj]
+        linears = [linear for group in self._group_linears() for linear in group]
         return (
-            self.graph_shared_qkv
-            and not attentions_requested(attn, kwargs)
+            not attentions_requested(attn, kwargs)
             and attn.config._attn_implementation in FUSED_IMPLEMENTATIONS
             and all(type(m) is nn.Linear and m.bias is not None for m in linears)
             and not any(hasattr(m.weight, "ds_id") for m in linears)  # ZeRO-3 partitioned parameter
         )
 
     def _fused_groups(self, incremental, prev, attention_mask):
-        """The three shared-module attentions and ``low_proj`` with two input matmuls, one batched
-        attention call and, for ``sum``/``gate``, one output projection; equal to `_module_groups`."""
+        """The three group attentions and ``low_proj`` as one projection matmul per input, one batched
+        attention call over the groups folded into the batch, and one output matmul; equal to
+        `_module_groups` (a test holds them equal in float64)."""
         attn = self.self_attn
-        q_i, k_i, v_i = _project(incremental, [attn.q_proj, attn.k_proj, attn.v_proj])
-        q_p, k_p, v_p, low = _project(prev, [attn.q_proj, attn.k_proj, attn.v_proj, self.low_proj])
-        # high: I->I, middle_inc: I->P, middle_prev: P->I, as one batch of 3 * batch
-        queries, keys, values = (q_i, q_i, q_p), (k_i, k_p, k_i), (v_i, v_p, v_i)
+        reads_incremental, reads_previous, outputs = self._group_linears()
+        if self.graph_shared_qkv:
+            q_i, k_i, v_i = _project(incremental, reads_incremental)
+            q_p, k_p, v_p, low = _project(prev, reads_previous)
+            # high: I->I, middle_inc: I->P, middle_prev: P->I
+            queries, keys, values = (q_i, q_i, q_p), (k_i, k_p, k_i), (v_i, v_p, v_i)
+        else:
+            q_h, k_h, v_h, q_inc, k_prev, v_prev = _project(incremental, reads_incremental)
+            k_inc, v_inc, q_prev, low = _project(prev, reads_previous)
+            queries, keys, values = (q_h, q_inc, q_prev), (k_h, k_inc, k_prev), (v_h, v_inc, v_prev)
         batch, length = incremental.shape[:2]
 
         def heads(parts):
@@ -148,13 +183,22 @@ class GraphEncoderLayerMixin:
             )  # fmt: skip
         else:
             output, _ = eager_attention(attn, heads(queries), heads(keys), heads(values), mask, dropout, attn.scaling)
-        o_high, o_inc, o_prev = output.reshape(3, batch, length, -1).unbind(0)
-        out = attn.out_proj
-        if self.fusion.fuse_attended is None:  # it needs the three attended groups apart
-            groups = [nn.functional.linear(o, out.weight, out.bias) for o in (o_high, o_inc, o_prev)]
-            return self.fusion.fuse(self, *groups, low)
-        attended = nn.functional.linear(o_high + o_inc + o_prev, out.weight, 3 * out.bias)
-        return self.fusion.fuse_attended(self, attended, low)
+        attended = output.reshape(3, batch * length, -1)  # (group, position, inner)
+        if len(outputs) == 1:  # shared: one output projection, linear in the summed heads
+            (out,) = outputs
+            if self.fusion.fuse_attended is not None:
+                summed = attended.sum(0).view(batch, length, -1)
+                return self.fusion.fuse_attended(self, nn.functional.linear(summed, out.weight, 3 * out.bias), low)
+            weights, biases = out.weight.t().expand(3, -1, -1), out.bias.expand(3, 1, -1)
+        else:
+            weights = torch.stack([out.weight.t() for out in outputs])  # (group, inner, d)
+            biases = torch.stack([out.bias for out in outputs]).unsqueeze(1)
+        if self.fusion.fuse_attended is not None:  # sum over groups inside one matmul: [o_h|o_i|o_p] [W_h;W_i;W_p]
+            flat = attended.transpose(0, 1).reshape(batch * length, -1)
+            summed = torch.addmm(biases.sum(0), flat, weights.reshape(-1, weights.shape[-1]))
+            return self.fusion.fuse_attended(self, summed.view(batch, length, -1), low)
+        groups = torch.baddbmm(biases, attended, weights).view(3, batch, length, -1)  # the groups apart
+        return self.fusion.fuse(self, *groups.unbind(0), low)
 
     def _module_groups(self, incremental, prev, attention_mask, **kwargs):
         """One call per attention module: works with every kernel, adapter and output flag."""

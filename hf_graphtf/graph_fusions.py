@@ -67,8 +67,9 @@ def register_fusion(fusion: Fusion) -> Fusion:
 
 
 def _gate_attended(layer: nn.Module, attended: torch.Tensor, low: torch.Tensor):
+    """``w a + (1 - w) l`` as one lerp from ``l`` towards ``a`` (one kernel instead of four)."""
     gate = torch.sigmoid(attended + low)
-    return gate * attended + (1 - gate) * low, gate
+    return torch.lerp(low, attended, gate), gate
 
 
 def _gate(layer: nn.Module, high, middle_inc, middle_prev, low):

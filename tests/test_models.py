@@ -369,17 +369,32 @@ def test_link_refuses_kernel_switched_after_loading(family, monkeypatch):
 @pytest.mark.parametrize("options", [k for k in OPTION_MATRIX if k.startswith("graph")])
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 def test_fused_and_per_module_graph_paths_agree(family, options, attn_implementation, monkeypatch):
-    """The fused group path (one projection per input, one attention call) equals one call per module."""
+    """The fused group path (one projection per input, one attention call, one output matmul) equals one
+    call per module, in float64, forward and gradients, with shared q/k/v and without, for every fusion."""
+    from hf_graphtf import graph_attention
     from hf_graphtf.graph_attention import GraphEncoderLayerMixin
 
     model = tiny_model(family, OPTION_MATRIX[options], attn_implementation=attn_implementation)
-    with torch.no_grad():
-        fused = _forward(model, output_graph_gates=True)
-        monkeypatch.setattr(GraphEncoderLayerMixin, "_can_fuse", lambda self, kwargs: False)
-        per_module = _forward(model, output_graph_gates=True)
+    trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    fused_calls = []
+    fused_groups = GraphEncoderLayerMixin._fused_groups
+    monkeypatch.setattr(graph_attention, "fused_path_pays", lambda device, shared: True)
+    monkeypatch.setattr(
+        GraphEncoderLayerMixin, "_fused_groups", lambda *args: fused_calls.append(1) or fused_groups(*args)
+    )
+    fused = _forward(model, output_graph_gates=True)
+    fused_grads = torch.autograd.grad(fused.logits.sum(), trained, allow_unused=True)
+    assert fused_calls  # the fused path ran
+    monkeypatch.setattr(GraphEncoderLayerMixin, "_can_fuse", lambda self, kwargs: False)
+    per_module = _forward(model, output_graph_gates=True)
+    per_module_grads = torch.autograd.grad(per_module.logits.sum(), trained, allow_unused=True)
     torch.testing.assert_close(fused.logits, per_module.logits, rtol=1e-12, atol=1e-12)
     for a, b in zip(fused.encoder_graph_gates, per_module.encoder_graph_gates, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    for a, b in zip(fused_grads, per_module_grads, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_auto_link_kernel_picks_per_device_and_step():

@@ -123,3 +123,14 @@ def test_zero3_partitioned_weights_take_the_per_module_graph_path(graph_family):
     assert layer._can_fuse({})
     layer.self_attn.q_proj.weight.ds_id = 0  # what ZeRO-3 sets on the parameters it partitions
     assert not layer._can_fuse({})
+
+
+def test_the_graph_path_is_chosen_per_device_from_its_measurement(graph_family):
+    """On a CPU, shared q/k/v layers take the fused path (measured faster) and separate modules one call per
+    module (measured no faster, more memory); a GPU takes the fused path, which dispatches fewer ops."""
+    from hf_graphtf.graph_attention import fused_path_pays
+
+    assert fused_path_pays("cpu", True) and not fused_path_pays("cpu", False)
+    assert fused_path_pays("cuda", True) and fused_path_pays("cuda", False)
+    separate = tiny_model(graph_family, OPTION_MATRIX["graph-gate"]).get_encoder().layers[1]
+    assert separate._fusable({}) and not separate._can_fuse({})

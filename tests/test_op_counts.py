@@ -54,14 +54,13 @@ TODAY = {
     ("al-prev-both", "training"): 1.19,
     ("al-prev-both", "decode"): 1.09,
     ("al-prev-both", "saved"): 1.18,
-    ("graph-half+gate", "training"): 1.50,
+    ("graph-half+gate", "training"): 1.21,
     ("graph-half+gate", "decode"): 1.00,
 }
-#: the targets of the GPU work (concat kernel for the link); met ones are asserted in TODAY
+#: the targets of the GPU work not met yet (the link on its concat kernel); met ones are held in TODAY and below
 TARGETS = {
     ("al-prev-both", "training"): 1.08,
     ("al-prev-both", "saved"): 1.05,
-    ("graph-half+gate", "training"): 1.25,
 }
 
 
@@ -71,14 +70,16 @@ def test_a_step_dispatches_no_more_ops_than_today(ratios, variant, measure):
 
 
 @pytest.mark.parametrize(("variant", "measure"), sorted(TARGETS))
-@pytest.mark.xfail(strict=True, reason="the leaner link step and the fused graph path are not built yet")
+@pytest.mark.xfail(strict=True, reason="the leaner linked training step is not built yet")
 def test_a_step_meets_the_gpu_target(ratios, variant, measure):
     assert ratios[variant][measure] <= TARGETS[variant, measure], ratios[variant]
 
 
-def test_the_linked_decode_step_meets_its_target(ratios):
-    """The concat kernel's greedy decode step: at most 1.10x vanilla's ops."""
+def test_the_met_targets_hold(ratios):
+    """The concat kernel's greedy decode step at most 1.10x vanilla's ops; a graph half-dim + gate training
+    step, on the fused group path a GPU takes, at most 1.25x."""
     assert ratios["al-prev-both"]["decode"] <= 1.10
+    assert ratios["graph-half+gate"]["training"] <= 1.25
 
 
 def test_sdpa_counts_as_one_op_each_way_with_its_own_gradients():

@@ -15,15 +15,19 @@ backward, the activation memory a training step holds at its peak.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from unittest import mock
 
 import torch
 from benchmark_page import header, run_start, table
 from common import VARIANTS, Shape, build_model, random_batch, select_variants
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from hf_graphtf import graph_attention
 
 #: the shape the counts are taken at: opus-mt's depth and heads, small widths (counts do not depend on them)
 COUNT_SHAPE = Shape(64, 128, 8, 6, 6, vocab=256, batch_size=4, length=12)
@@ -178,7 +182,22 @@ def variant_counts(
     """Counts for one variant at `shape`, in float32 with SDPA, the link on `link_kernel` (the concat kernel,
     which ``attention_link_kernel="auto"`` picks on a GPU, where the counts matter)."""
     chosen = None if variant == "vanilla" else VARIANTS[variant]
-    model = build_model(chosen, shape, family=family, link_kernel=link_kernel).train()
+    with as_on_a_gpu():
+        return _counts(build_model(chosen, shape, family=family, link_kernel=link_kernel).train(), shape)
+
+
+@contextlib.contextmanager
+def as_on_a_gpu():
+    """Graph layers take the path a GPU takes (the fused one, `graph_attention.FUSED_PATH_MEASURED`)."""
+    on_gpu = {
+        (device, shared): graph_attention.fused_path_pays("cuda", shared)
+        for device, shared in graph_attention.FUSED_PATH_MEASURED
+    }
+    with mock.patch.dict(graph_attention.FUSED_PATH_MEASURED, on_gpu):
+        yield
+
+
+def _counts(model: torch.nn.Module, shape: Shape) -> StepCounts:
     for module in model.modules():  # dropout's draws and masks add ops the comparison is not about
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if isinstance(getattr(module, name, None), float):
