@@ -10,11 +10,18 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .translation_modes import TORCH_DTYPES, quantize_int8, resolve_translation_dtype
+from .translation_modes import (
+    TORCH_DTYPES,
+    compile_decoding,
+    decides_to_compile,
+    quantize_int8,
+    resolve_translation_dtype,
+)
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -152,13 +159,19 @@ def default_device(device: str | None) -> str:
 
 
 def load_model(
-    name: str, device: str | None = None, dtype: str = "fp32", attn_implementation: str | None = None
+    name: str,
+    device: str | None = None,
+    dtype: str = "fp32",
+    attn_implementation: str | None = None,
+    compile: str = "off",
 ) -> tuple[Any, Any]:
     """Tokenizer and model (in eval mode, on ``device`` or the best available one) from a directory or Hub id.
 
     ``dtype`` is one of `translation_modes.TRANSLATION_DTYPES` (or an alias, ``bfloat16``): ``auto`` picks
     bf16 where the device computes it natively and fp32 elsewhere, ``int8`` quantizes the linear layers
-    (CPU). The model's ``translation_mode`` records what it was loaded in and why."""
+    (CPU). ``compile`` (``auto``, ``on``, ``off``) compiles decoding with a static cache
+    (`translation_modes.compile_decoding`); ``auto`` only where it measured faster. The model's
+    ``translation_mode`` records what it was loaded in and why."""
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -169,6 +182,9 @@ def load_model(
     check_model_source(name)
     device = default_device(device)
     mode = resolve_translation_dtype(dtype, device)  # a bad dtype fails before anything loads
+    compiled, compile_reason = decides_to_compile(compile, device)
+    if compiled and mode.dtype == "int8":
+        raise ValueError("--compile on takes fp32, bf16 or fp16, not int8 (quantized linears do not compile)")
     with named_source(name):
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForSeq2SeqLM.from_pretrained(
@@ -177,6 +193,9 @@ def load_model(
     model = model.to(device).eval()
     if mode.dtype == "int8":
         model = quantize_int8(model)
+    if compiled:
+        model = compile_decoding(model)
+        mode = replace(mode, compiled=True, reason=f"{mode.reason}; {compile_reason}")
     model.translation_mode = mode
     return tokenizer, model
 

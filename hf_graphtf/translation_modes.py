@@ -13,6 +13,10 @@ does:
   products with activations quantized on the fly (`quantize_int8`). Another user's model may lose more
   than ours (`INT8_BLEU_COST`), so ``auto`` never takes it: it is asked for by name.
 
+Compiled decoding (``--compile``) is a separate choice: a static KV cache and ``torch.compile`` of the
+model's forward, greedy and beam search alike (`compile_decoding`). ``auto`` compiles only where it measured
+faster end to end (`COMPILED_DECODING_PAYS`).
+
 The figures are measured by `recipes/benchmarks/translation_quality.py` (quality) and
 `recipes/benchmarks/translation_speed.py` (speed, beside CTranslate2); recipes/benchmarks/RESULTS.md,
 "Fast translation", has both tables.
@@ -56,12 +60,14 @@ def canonical_dtype(name: str, allowed: tuple[str, ...] = TRANSLATION_DTYPES) ->
 @dataclass(frozen=True)
 class TranslationMode:
     """What a model translates in and why: ``dtype`` is one of `TRANSLATION_DTYPES` but ``auto``;
-    ``reason`` is the one line the CLI prints; ``emulated`` marks bf16 on a device without it."""
+    ``reason`` is the one line the CLI prints; ``emulated`` marks bf16 on a device without it; ``compiled``
+    marks compiled static-cache decoding (`compile_decoding`)."""
 
     dtype: str
     requested: str
     reason: str
     emulated: bool = False
+    compiled: bool = False
 
     @property
     def torch_dtype(self) -> str:
@@ -148,8 +154,53 @@ def quantize_int8(model: Any) -> Any:
         return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
+#: ``--compile`` values of translation, ``auto`` first (the default)
+COMPILE_CHOICES = ("auto", "on", "off")
+#: device type -> whether compiled static-cache decoding measured faster than eager decoding there, compile
+#: time included, on a file of the size people translate. On a CPU it did not (recipes/benchmarks/RESULTS.md,
+#: "Compiled decoding"): the first call compiles for about 80 s on 2 cores (and again for each new batch
+#: shape until the compiler makes the shapes dynamic), and beam 4 then ran at 0.92x eager's speed (greedy
+#: 1.2x), so no file pays it back. A GPU has not been measured yet; ``auto`` compiles only where it paid.
+COMPILED_DECODING_PAYS: dict[str, bool] = {"cpu": False}
+
+
+def decides_to_compile(requested: str, device: str) -> tuple[bool, str]:
+    """Whether to compile decoding on ``device`` for ``--compile requested``, with the line that says why
+    (empty for the default choice of eager decoding where compiling was measured not to pay)."""
+    if requested not in COMPILE_CHOICES:
+        raise ValueError(f"compile must be one of {', '.join(COMPILE_CHOICES)}; got {requested!r}")
+    device_type = str(device).split(":")[0]
+    if requested == "on":
+        return True, (
+            "compiling the decoding step (static cache, torch.compile): the first batch waits for the compiler, "
+            "about 80 s on 2 CPU cores"
+        )
+    if requested == "off":
+        return False, ""
+    pays = COMPILED_DECODING_PAYS.get(device_type)
+    if pays:
+        return True, f"compiling the decoding step: it measured faster on {device_type}"
+    return False, ""
+
+
+def compile_decoding(model: Any, *, backend: str = "inductor") -> Any:
+    """``model`` set to decode with a static KV cache and its forward compiled whole (``fullgraph``): greedy
+    and beam search alike, since `generate` calls the compiled forward at every step (Transformers compiles
+    its own loop only for greedy and sampling on CUDA). Outputs equal eager decoding's
+    (tests/test_compiled_decoding.py); int8 models are refused, their quantized linears do not compile."""
+    import torch
+
+    if getattr(getattr(model, "translation_mode", None), "dtype", None) == "int8":
+        raise ValueError("compiled decoding takes fp32, bf16 or fp16 models, not int8 (quantized linears)")
+    model.generation_config.cache_implementation = "static"
+    model.forward = torch.compile(model.forward, fullgraph=True, backend=backend)
+    return model
+
+
 __all__ = [
     "BF16_BLEU_COST",
+    "COMPILED_DECODING_PAYS",
+    "COMPILE_CHOICES",
     "DTYPE_ALIASES",
     "INT8_BLEU_COST",
     "QUALITY_TOLERANCE",
@@ -157,6 +208,8 @@ __all__ = [
     "TRANSLATION_DTYPES",
     "TranslationMode",
     "canonical_dtype",
+    "compile_decoding",
+    "decides_to_compile",
     "device_computes_bf16",
     "quantize_int8",
     "resolve_translation_dtype",

@@ -209,3 +209,22 @@ def test_translation_speed_runs_without_ctranslate2_and_says_so(monkeypatch, cap
         assert f"Transformers MarianMTModel {mode}" in systems and f"linked (attention_link=both) {mode}" in systems
     assert not any(system.startswith("CTranslate2") for system in systems)
     assert {row[1] for row in _table_rows(out)} == {"beam 4", "greedy"}
+
+
+def test_translation_speed_times_compiled_decoding_with_its_compile_time_apart(monkeypatch, capsys) -> None:
+    """``--compiled`` adds the linked model with compiled decoding and says its first call's time apart
+    (compiled here with the eager backend: a smoke test need not wait for the compiler)."""
+    from hf_graphtf import inference, translation_modes
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    speed = _load("translation_speed")
+    monkeypatch.setattr(speed, "has_ctranslate2", lambda: False)
+    real = translation_modes.compile_decoding
+    monkeypatch.setattr(inference, "compile_decoding", lambda model: real(model, backend="eager"))
+    argv = ["--size", "tiny", "--vocab", "64", "--steps", "1", "--warmup", "0", "--threads", "1"]
+    speed.main([*argv, "--modes", "fp32,int8", "--beams", "1", "--compiled"])
+    out = capsys.readouterr().out
+    systems = [row[2] for row in _table_rows(out)]
+    assert "linked (attention_link=both) fp32, compiled" in systems
+    assert not any("int8, compiled" in system for system in systems)
+    assert "First call of each compiled system" in out

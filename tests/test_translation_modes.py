@@ -150,3 +150,53 @@ def test_evaluate_and_check_keep_fp32_by_default_and_take_the_aliases():
     assert parser.parse_args(["translate", "--model", "m"]).dtype == "auto"
     assert parser.parse_args(["check", "--dtype", "bfloat16"]).dtype == "bf16"
     assert parser.parse_args(["check", "--dtype", "float64"]).dtype == "fp64"
+
+
+def test_compiling_is_chosen_only_where_it_measured_faster():
+    """``--compile auto`` compiles nowhere it has not paid: not on a CPU (measured slower for beam search,
+    compile time included), not on an unmeasured GPU; ``on`` compiles and says the wait, ``off`` does not."""
+    assert translation_modes.decides_to_compile("auto", "cpu") == (False, "")
+    assert translation_modes.decides_to_compile("auto", "cuda:0") == (False, "")
+    compiled, reason = translation_modes.decides_to_compile("on", "cpu")
+    assert compiled and "first batch waits" in reason
+    assert translation_modes.decides_to_compile("off", "cuda") == (False, "")
+    with pytest.raises(ValueError, match="compile must be one of auto, on, off"):
+        translation_modes.decides_to_compile("yes", "cpu")
+
+
+def test_the_cli_compiles_decoding_on_request_and_translates_the_same(trained, tmp_path, capsys, monkeypatch):
+    """``--compile on``: static cache, the forward compiled whole (here with the eager backend, as fast to
+    compile as a test needs), the same translations as eager decoding, and the choice said; with int8 it is
+    refused before anything loads."""
+    compiled = []
+    real_compile = translation_modes.compile_decoding
+
+    def eager_backend(model, backend="inductor"):
+        compiled.append(model)
+        return real_compile(model, backend="eager")
+
+    monkeypatch.setattr(translation_modes, "compile_decoding", eager_backend)
+    monkeypatch.setattr(cli_inference(), "compile_decoding", eager_backend)
+    lines = ["El rey dijo pan.", "El hombre y la mujer vieron la tierra."]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = ["translate", "--model", str(trained.output_dir), "--input", str(tmp_path / "in.txt"), "--quiet"]
+    argv += ["--max-new-tokens", "4", "--beam-size", "2", "--dtype", "fp32"]
+    assert cli.main([*argv, "--output", str(tmp_path / "eager.txt")]) == 0
+    assert not compiled
+    capsys.readouterr()
+    assert cli.main([*argv, "--compile", "on", "--output", str(tmp_path / "compiled.txt")]) == 0
+    assert len(compiled) == 1 and compiled[0].generation_config.cache_implementation == "static"
+    assert compiled[0].translation_mode.compiled
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hf-graphtf:")]
+    assert len(said) == 1 and "compiling the decoding step" in said[0]
+    eager_text = (tmp_path / "eager.txt").read_text(encoding="utf-8")
+    assert (tmp_path / "compiled.txt").read_text(encoding="utf-8") == eager_text
+    compiled.clear()
+    assert cli.main([*argv[:-2], "--dtype", "int8", "--compile", "on", "--output", str(tmp_path / "x.txt")]) != 0
+    assert "not int8" in capsys.readouterr().err and not compiled
+
+
+def cli_inference():
+    from hf_graphtf import inference
+
+    return inference

@@ -225,6 +225,12 @@ def main(argv: list[str] | None = None) -> None:
         default="fp32,bf16,int8",
         help=f"the package's formats to time, of {', '.join(TRANSLATION_DTYPES[1:])}",
     )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="also the linked model with compiled decoding (static cache, torch.compile: translate --compile on), "
+        "its compile time said apart",
+    )
     parser.add_argument("--steps", type=int, default=3, help="measured calls per system (after warm-up)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
@@ -257,6 +263,14 @@ def main(argv: list[str] | None = None) -> None:
     for family, label in (("vanilla", "Transformers MarianMTModel"), ("linked", "linked (attention_link=both)")):
         for mode in args.modes:
             tokenizer, models[f"{label} {mode}"] = load_model(str(folders[family]), "cpu", mode)
+    compiled_names = []
+    if args.compiled:
+        for mode in args.modes:
+            if mode != "int8":  # quantized linears do not compile
+                name = f"linked (attention_link=both) {mode}, compiled"
+                _, models[name] = load_model(str(folders["linked"]), "cpu", mode, compile="on")
+                compiled_names.append(name)
+    compile_seconds: list[str] = []
     tokens = [tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()]  # CTranslate2 reads token strings
     rows, records = [], []
     for threads in args.threads:
@@ -274,6 +288,11 @@ def main(argv: list[str] | None = None) -> None:
                 systems[name] = lambda beams, t=translator: ct2_runner(t, tokens, beams, args.new_tokens)
         for beams in args.beams:
             names = list(systems)
+            for name in compiled_names:  # the first call compiles (for each new shape): timed apart
+                began = time.perf_counter()
+                systems[name](beams)()
+                search = "greedy" if beams == 1 else f"beam {beams}"
+                compile_seconds.append(f"{name}, {search}, {threads} thread(s): {time.perf_counter() - began:.0f} s")
             timing = interleaved(
                 [systems[name](beams) for name in names],
                 steps=args.steps,
@@ -314,6 +333,9 @@ def main(argv: list[str] | None = None) -> None:
     print()
     columns = ["threads", "search", "system", "target tokens/s", "vs Transformers fp32", "vs CTranslate2 int8"]
     print(table(columns, rows))
+    if compile_seconds:
+        print()
+        print("First call of each compiled system (compiling included, wall clock): " + "; ".join(compile_seconds))
     if args.cli_lines:
         e2e = end_to_end(args, shape, folders, ct2, work)
         print()
