@@ -44,7 +44,13 @@ import torch
 from torch import nn
 
 from .layer_blocks import add_and_norm, attentions_requested, feed_forward, normalizes_before, sublayer_input
-from .transformers_seam import cache_kwargs, project_qkv, sdpa_attention_forward, take_cache
+from .transformers_seam import (
+    cache_kwargs,
+    is_torchdynamo_compiling,
+    project_qkv,
+    sdpa_attention_forward,
+    take_cache,
+)
 
 #: attention implementations the link supports; anything else (flash, flex, paged) would drop it
 LINK_IMPLEMENTATIONS = ("eager", "sdpa")
@@ -122,18 +128,51 @@ def gated(carry: LinkCarry, gate: torch.Tensor | None) -> LinkCarry:
 
 
 def _additive_mask(attention_mask: torch.Tensor | None, module: nn.Module, scores: torch.Tensor) -> torch.Tensor | None:
-    """The mask as an additive float tensor, whatever form the mask builder produced for the kernel."""
+    """The mask as an additive float tensor, whatever form the mask builder produced for the kernel.
+
+    A stack hands the same boolean mask to every layer, so the additive form of a mask the stack built for
+    this call (`stack_mask`) is made once and kept on the mask tensor itself, per score dtype, for the layers
+    after the first: the values are the ones each layer would make, and the copy lives exactly as long as
+    the mask, one forward call. A mask the stack did not build (a caller's own tensor, which it might change
+    in place) is converted at every layer."""
     if attention_mask is None:
         q_len, k_len = scores.shape[-2:]
         if not getattr(module, "is_causal", False) or q_len == 1:
             return None
         keep = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).tril(k_len - q_len)
         attention_mask = keep
-    if attention_mask.dtype == torch.bool:
-        return torch.zeros((), dtype=scores.dtype, device=scores.device).masked_fill(
-            ~attention_mask, torch.finfo(scores.dtype).min
-        )
-    return attention_mask
+    if attention_mask.dtype != torch.bool:
+        return attention_mask
+    made = None if is_torchdynamo_compiling() else attention_mask.__dict__.get(_ADDITIVE)
+    if made is None:
+        return _additive_form(attention_mask, scores.dtype)
+    if scores.dtype not in made:
+        made[scores.dtype] = _additive_form(attention_mask, scores.dtype)
+    return made[scores.dtype]
+
+
+#: the attribute of a boolean mask a stack built holding its additive forms by dtype (`_additive_mask`)
+_ADDITIVE = "_hf_graphtf_additive"
+
+
+def stack_mask(built: Any, given: Any) -> Any:
+    """The mask a stack built from the caller's (`given`) for its layers, marked so that its additive form is
+    made once for all of them (`_additive_mask`); a caller's own tensor passed through unchanged is not
+    marked, nor is anything while compiling (an attribute on a tensor would break the graph)."""
+    if (
+        isinstance(built, torch.Tensor)
+        and built is not given
+        and built.dtype == torch.bool
+        and not is_torchdynamo_compiling()
+    ):
+        built.__dict__[_ADDITIVE] = {}
+    return built
+
+
+def _additive_form(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """0 where `keep` is True, the dtype's most negative value elsewhere (one kernel)."""
+    zero = torch.zeros((), dtype=dtype, device=keep.device)
+    return torch.where(keep, zero, torch.finfo(dtype).min)
 
 
 def linked_scores_attention(

@@ -34,6 +34,7 @@ from .attention_link import (
     LinkedDecoderLayerMixin,
     LinkedEncoderLayerMixin,
     check_link_implementation,
+    stack_mask,
 )
 from .graph_attention import GraphEncoderLayerMixin
 from .transformers_seam import (
@@ -367,8 +368,9 @@ class GraphEncoderMixin(StackInitMixin, LinkGateInitMixin):
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
         hidden_states, inputs_embeds = self.embedded_inputs(input_ids, inputs_embeds)
-        attention_mask = create_bidirectional_mask(
-            config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask
+        attention_mask = stack_mask(
+            create_bidirectional_mask(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask),
+            attention_mask,
         )
         if self.config.graph_attention:
             hidden_states = self._graph_layers(hidden_states, attention_mask, **kwargs)
@@ -448,12 +450,15 @@ class GraphDecoderMixin(StackInitMixin, LinkGateInitMixin):
         batch_size, seq_length = inputs_embeds.shape[:2]
         if attention_mask is None and not is_torchdynamo_compiling():
             attention_mask = torch.ones(batch_size, past_length + seq_length, device=inputs_embeds.device)
-        causal = causal_mask(self.config, inputs_embeds, attention_mask, cache)
-        encoder_attention_mask = create_bidirectional_mask(
-            config=self.config,
-            inputs_embeds=inputs_embeds,
-            attention_mask=encoder_attention_mask,
-            encoder_hidden_states=encoder_hidden_states,
+        causal = stack_mask(causal_mask(self.config, inputs_embeds, attention_mask, cache), attention_mask)
+        encoder_attention_mask = stack_mask(
+            create_bidirectional_mask(
+                config=self.config,
+                inputs_embeds=inputs_embeds,
+                attention_mask=encoder_attention_mask,
+                encoder_hidden_states=encoder_hidden_states,
+            ),
+            encoder_attention_mask,
         )
         # (self-attention, cross-attention) carries; none before layer 0. A layer LayerDrop skips hands on
         # the carry it received, as in the encoder.

@@ -426,3 +426,22 @@ def test_a_recipe_config_completed_later_equals_one_built_at_once(family):
         **model_args.size_options(), **model_args.graph_options(), **fields
     )
     assert model_args.fresh_config(**fields).to_dict() == built_at_once.to_dict()
+
+
+def test_a_stack_makes_each_additive_mask_once_and_never_from_a_callers_tensor(monkeypatch):
+    """The score path's additive mask is made once per mask a stack built and dtype, not in every layer; a
+    boolean mask the caller passes in as it is stays unmarked (the caller may change it in place)."""
+    from hf_graphtf import attention_link
+
+    made = []
+    real = attention_link._additive_form
+    monkeypatch.setattr(attention_link, "_additive_form", lambda keep, dtype: made.append(id(keep)) or real(keep, dtype))
+    # sdpa builds boolean masks; on a CPU the link sums scores (`use_score_path`), which adds them
+    model = tiny_model("marian", OPTION_MATRIX["al-both"], attn_implementation="sdpa")
+    input_ids, attention_mask = source_batch()
+    attention_mask[0, -2:] = 0  # padding, so that the masks are tensors
+    with torch.no_grad():
+        model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=target_batch())
+    assert made and len(made) == len(set(made))  # each mask the stacks built converted once, not per layer
+    keep = attention_mask.bool()[:, None, None, :]
+    assert attention_link.stack_mask(keep, keep) is keep and attention_link._ADDITIVE not in keep.__dict__
