@@ -149,9 +149,10 @@ def test_threads_dtype_and_attention_flags(trained, tmp_path, monkeypatch):
     seen = {}
     real_load = cli.load_model
 
-    def spy(name, device=None, dtype="fp32", attn_implementation=None):
-        tokenizer, model = real_load(name, device, dtype, attn_implementation)
+    def spy(name, device=None, dtype="fp32", attn_implementation=None, compile="off"):
+        tokenizer, model = real_load(name, device, dtype, attn_implementation, compile=compile)
         seen.update(threads=torch.get_num_threads(), dtype=model.dtype, attn=model.config._attn_implementation)
+        seen["compiled"] = model.translation_mode.compiled
         return tokenizer, model
 
     monkeypatch.setattr(cli, "load_model", spy)
@@ -159,7 +160,7 @@ def test_threads_dtype_and_attention_flags(trained, tmp_path, monkeypatch):
     argv = ["translate", "--model", str(trained.output_dir), "--input", str(tmp_path / "in.txt")]
     argv += ["--output", str(tmp_path / "out.txt"), "--max-new-tokens", "4", "--quiet"]
     assert cli.main([*argv, "--threads", "2", "--dtype", "bf16", "--attn-implementation", "eager"]) == 0
-    assert seen == {"threads": 2, "dtype": torch.bfloat16, "attn": "eager"}
+    assert seen == {"threads": 2, "dtype": torch.bfloat16, "attn": "eager", "compiled": False}  # auto: not on a CPU
     torch.set_num_threads(1)
     from hf_graphtf import translation_modes
 
