@@ -161,3 +161,16 @@ def peak_memory_bytes(fn: Callable[[], object], *, device: str, method: str, liv
     if method == "rss":
         return start + _rss_peak_bytes(fn)
     return start + _profiled_peak_bytes(fn)
+
+
+def device_kernel_seconds(fn: Callable[[], object], device: str) -> float | None:
+    """Seconds the GPU spent in kernels during one call of `fn` (the profiler's device self times, summed);
+    None off CUDA. Over a step's wall time it is how busy the GPU was: near 1 where the work sets the pace,
+    far below where the GPU waits on launches from Python."""
+    if not device.startswith("cuda"):
+        return None
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(event.self_device_time_total for event in prof.key_averages()) / 1e6

@@ -3,6 +3,12 @@
     python recipes/benchmarks/train_throughput.py                       # paper shape, all variants
     python recipes/benchmarks/train_throughput.py --size cpu --variants al --steps 20
     python recipes/benchmarks/train_throughput.py --device cuda --dtype bf16
+    python recipes/benchmarks/train_throughput.py --device cuda --dtype bf16 --tokens 4096,16384,32768 --profile
+
+``--tokens`` sweeps the batch by target tokens a step (users train at 4K-32K; a GPU at a few hundred
+sentences a step mostly waits on kernel launches, and a ratio taken there counts launches). ``--profile``
+adds the ops a step dispatches (`op_count.py`) and, on CUDA, how busy the GPU was (kernel time over step
+time). ``--compile`` compiles each layer (regional ``torch.compile``), vanilla and variants alike.
 
 A step is forward + backward + AdamW step on one batch of random sentences (the same batch for
 vanilla and variant). Throughput is target tokens per second; the ratio is variant / vanilla, the
@@ -20,6 +26,7 @@ import torch
 from benchmark_page import header, megabytes, ratio, run_start, table, verdict
 from common import (
     DTYPES,
+    Shape,
     Variant,
     add_common_args,
     add_kernel_args,
@@ -32,7 +39,8 @@ from common import (
     target_tokens,
 )
 from flops import training_flops
-from measure import CLOCK_TEXT, interleaved, peak_memory_bytes
+from measure import CLOCK_TEXT, device_kernel_seconds, interleaved, peak_memory_bytes
+from op_count import count_ops
 from tqdm import tqdm
 
 AL_SPEED, AL_MEMORY, BOUND_SHARE = 0.97, 1.05, 0.90
@@ -65,16 +73,48 @@ def targets(variant: Variant, speed: float, memory: float | None, bound: float) 
     return "noise floor", None
 
 
+def compile_layers(model: torch.nn.Module, backend: str = "inductor") -> torch.nn.Module:
+    """Regional compilation: each encoder and decoder layer compiled on its own (``Module.compile``), so a
+    layer class compiles once and is reused by every layer of its kind, for vanilla and variants alike."""
+    for stack in (model.get_encoder(), model.get_decoder()):
+        for layer in stack.layers:
+            layer.compile(backend=backend)
+    return model
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, default_size="paper", default_steps=6, default_warmup=1)
     add_kernel_args(parser)
     parser.add_argument("--memory", choices=["profiler", "rss", "none"], default="profiler", help="CPU peak method")
+    parser.add_argument(
+        "--tokens", default=None, help="comma-separated target tokens a step to sweep (the batch set from each)"
+    )
+    parser.add_argument("--profile", action="store_true", help="add ops per step and, on CUDA, GPU busy")
+    parser.add_argument(
+        "--compile",
+        nargs="?",
+        const="inductor",
+        default=None,
+        metavar="BACKEND",
+        help="compile each layer (regional torch.compile; backend default inductor)",
+    )
     args = parser.parse_args(argv)
-    start = run_start()
+    if args.tokens is None:
+        run_budget(args, None)
+        return
+    for budget in (int(value) for value in args.tokens.split(",")):
+        run_budget(args, budget)
+        print()
 
+
+def run_budget(args: argparse.Namespace, budget: int | None) -> None:
+    """One table: every variant against vanilla at one batch (the size's, or ``budget`` target tokens)."""
+    start = run_start()
     threads = set_threads(args.threads)
     shape, variants = resolve_shape(args), select_variants(args.variants, args.family)
+    if budget is not None:
+        shape = Shape(**{**shape.__dict__, "batch_size": max(1, round(budget / shape.length))})
     dtype, sync = DTYPES[args.dtype], synchronizer(args.device)
     batch = random_batch(shape, seed=args.seed, device=args.device)
     src_len, tgt_len = batch["input_ids"].shape[1], batch["labels"].shape[1]
@@ -86,20 +126,24 @@ def main(argv: list[str] | None = None) -> None:
         f"device {args.device}, threads {threads}",
         "batch": f"{shape.batch_size} sentences, source {src_len} / target {tgt_len} positions padded, "
         f"{tokens} real target tokens",
-        "steps": f"{args.warmup} warm-up + {args.steps} measured rounds per pair, interleaved; medians",
+        "steps": f"{args.warmup} warm-up + {args.steps} measured rounds per pair, interleaved; medians"
+        + (f", every layer compiled (regional torch.compile, {args.compile})" if args.compile else ""),
         "clock": CLOCK_TEXT[args.clock],
         "memory": "torch.cuda.max_memory_allocated"
         if args.device.startswith("cuda")
         else f"{args.memory} (parameters + optimizer state + peak allocated during one step; see measure.py)",
     }
 
-    vanilla = TrainStep(build_model(None, shape, seed=args.seed, **build), batch)
+    prepare = (lambda model: compile_layers(model, args.compile)) if args.compile else (lambda model: model)
+    vanilla = TrainStep(prepare(build_model(None, shape, seed=args.seed, **build)), batch)
+    vanilla_profile = profile_step(vanilla, args) if args.profile else None
     rows = []
     bar = tqdm(total=len(variants) * 2 * (args.warmup + args.steps), file=sys.stderr, disable=args.no_progress)
     vanilla_memory = None
     for variant in variants:
         bar.set_description(variant.name)
-        step = TrainStep(build_model(variant, shape, seed=args.seed, link_kernel=args.link_kernel, **build), batch)
+        model = build_model(variant, shape, seed=args.seed, link_kernel=args.link_kernel, **build)
+        step = TrainStep(prepare(model), batch)
         timing = interleaved(
             [vanilla, step], steps=args.steps, warmup=args.warmup, sync=sync, clock=args.clock, progress=bar.update
         )
@@ -117,15 +161,24 @@ def main(argv: list[str] | None = None) -> None:
             memory_ratio = memory / vanilla_memory
             memory_text = f"{megabytes(memory)} ({ratio(memory_ratio)})"
         target_text, met = targets(variant, speed, memory_ratio, bound)
+        profiled = []
+        if vanilla_profile is not None:
+            ops, kernel_seconds = profile_step(step, args)
+            profiled = [f"{ops:,} ({ops / vanilla_profile[0]:.2f}x)"]
+            if kernel_seconds is not None:
+                busy = (vanilla_profile[1] / timing.median(0), kernel_seconds / timing.median(1))
+                profiled.append(f"{busy[0]:.0%} / {busy[1]:.0%}")
         rows.append(
             [
                 variant.name,
+                f"{tokens:,}",
                 f"{tokens / timing.median(0):,.0f}",
                 f"{tokens / timing.median(1):,.0f}",
                 ratio(speed, spread),
                 ratio(bound),
                 f"{speed / bound:.0%}",
                 memory_text,
+                *profiled,
                 target_text,
                 verdict(met),
             ]
@@ -133,12 +186,23 @@ def main(argv: list[str] | None = None) -> None:
         del step
     bar.close()
 
-    columns = ["variant", "vanilla tok/s", "variant tok/s", "speed ratio", "FLOP bound", "of bound"]
-    columns += ["peak memory (ratio)", "target", "verdict"]
+    columns = ["variant", "target tokens/step", "vanilla tok/s", "variant tok/s", "speed ratio", "FLOP bound"]
+    columns += ["of bound", "peak memory (ratio)"]
+    if args.profile:
+        columns.append("ops/step (ratio)")
+        if args.device.startswith("cuda"):
+            columns.append("GPU busy vanilla / variant")
+    columns += ["target", "verdict"]
     settings["vanilla peak memory"] = megabytes(vanilla_memory) if vanilla_memory else "-"
     print(header("Training throughput: variant / vanilla", settings, args.device, start))
     print()
     print(table(columns, rows))
+
+
+def profile_step(step: TrainStep, args: argparse.Namespace) -> tuple[int, float | None]:
+    """Ops one training step dispatches (SDPA counted once each way) and, on CUDA, its kernel seconds."""
+    ops = sum(count_ops(step).values())
+    return ops, device_kernel_seconds(step, args.device)
 
 
 if __name__ == "__main__":

@@ -110,6 +110,7 @@ def source_batch(shape: Shape, batch_size: int, length: int, seed: int) -> torch
 
 
 def hf_runner(model: torch.nn.Module, ids: torch.Tensor, beams: int, new_tokens: int) -> Callable[[], object]:
+    ids = ids.to(model.device)
     mask = torch.ones_like(ids)
     options = dict(num_beams=beams, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
 
@@ -221,15 +222,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--beams", default="4,1", help="comma-separated beam sizes (1: greedy)")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     parser.add_argument(
+        "--device", default="cpu", help="cpu, or cuda for the package's rows alone (CTranslate2 runs on the CPU here)"
+    )
+    parser.add_argument(
         "--modes",
         default="fp32,bf16,int8",
         help=f"the package's formats to time, of {', '.join(TRANSLATION_DTYPES[1:])}",
     )
     parser.add_argument(
         "--compiled",
-        action="store_true",
-        help="also the linked model with compiled decoding (static cache, torch.compile: translate --compile on), "
-        "its compile time said apart",
+        nargs="?",
+        const="fp32,bf16",
+        default="",
+        metavar="MODES",
+        help="also the linked model with compiled decoding (static cache, torch.compile: translate --compile on) "
+        "in these of --modes (default: the float ones), its compile time said apart",
     )
     parser.add_argument("--steps", type=int, default=3, help="measured calls per system (after warm-up)")
     parser.add_argument("--warmup", type=int, default=1)
@@ -248,7 +255,10 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="translation-speed-"))
     folders = write_models(shape, work, args.seed)
     ct2: dict[str, Path] = {}
-    if has_ctranslate2():
+    on_gpu = args.device.startswith("cuda")
+    if on_gpu:
+        missing = "left out on a GPU: this script runs CTranslate2 on the CPU only"
+    elif has_ctranslate2():
         ct2 = {
             q: convert_ctranslate2(folders["vanilla"], work, None if q == "float32" else q) for q in ("float32", "int8")
         }
@@ -262,13 +272,13 @@ def main(argv: list[str] | None = None) -> None:
     models: dict[str, torch.nn.Module] = {}
     for family, label in (("vanilla", "Transformers MarianMTModel"), ("linked", "linked (attention_link=both)")):
         for mode in args.modes:
-            tokenizer, models[f"{label} {mode}"] = load_model(str(folders[family]), "cpu", mode)
+            tokenizer, models[f"{label} {mode}"] = load_model(str(folders[family]), args.device, mode)
     compiled_names = []
     if args.compiled:
-        for mode in args.modes:
+        for mode in (canonical_dtype(m, TRANSLATION_DTYPES[1:]) for m in args.compiled.split(",")):
             if mode != "int8":  # quantized linears do not compile
                 name = f"linked (attention_link=both) {mode}, compiled"
-                _, models[name] = load_model(str(folders["linked"]), "cpu", mode, compile="on")
+                _, models[name] = load_model(str(folders["linked"]), args.device, mode, compile="on")
                 compiled_names.append(name)
     compile_seconds: list[str] = []
     tokens = [tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()]  # CTranslate2 reads token strings
@@ -297,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
                 [systems[name](beams) for name in names],
                 steps=args.steps,
                 warmup=args.warmup,
-                sync=lambda: None,
+                sync=torch.cuda.synchronize if on_gpu else (lambda: None),
                 clock=args.clock,
             )
             base = timing.median(0)
@@ -329,7 +339,7 @@ def main(argv: list[str] | None = None) -> None:
         "steps": f"{args.warmup} warm-up + {args.steps} measured calls per system, interleaved; medians",
         "clock": CLOCK_TEXT[args.clock],
     }
-    print(header("Translation speed beside CTranslate2", settings, "cpu", start))
+    print(header("Translation speed beside CTranslate2", settings, args.device, start))
     print()
     columns = ["threads", "search", "system", "target tokens/s", "vs Transformers fp32", "vs CTranslate2 int8"]
     print(table(columns, rows))

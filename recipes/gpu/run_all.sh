@@ -4,27 +4,31 @@
 # Each step runs under its own time limit; everything lands in $OUT as three files (gpu_results.tar.gz with
 # every log, status.txt, machine.txt).
 #
-#   a. correctness, about 2 minutes: `hf-graphtf check` on CUDA in float32 and bfloat16, and the link's
-#      concat kernel against the eager score sum in bf16 (relative L2 of the logits under 2%, greedy tokens
-#      agreeing on 95%; recipes/gpu/link_kernels_bf16.py), with the SDPA backends that take its wider q/k;
-#   b. speed and memory, about 4 minutes (generation alone about 80 s on an H200): training and generation
-#      throughput and peak memory of vanilla, the link, graph half-dim + gate and graph self-gate in bf16 at
-#      the papers' shape (d 512, 6+6), interleaved in one process; the link's two kernels against each other;
-#   c. a training smoke through the training script under accelerate on one GPU, about 1 minute: train,
-#      checkpoint, resume, evaluate.
+#   a. backends, about 20 s: the SDPA backend each attention shape gets with gradients (vanilla's 64/64 and
+#      128/128 heads, the link's concat kernel's 128/64 and 256/128) and the cuDNN version
+#      (recipes/gpu/sdpa_backends.py);
+#   b. correctness, about 1.5 minutes: `hf-graphtf check` on CUDA in bfloat16 (float32 passed in the first
+#      lease; the graph layers' fused path now runs there), and the link's concat kernel against the eager
+#      score sum in bf16;
+#   c. sweep, about 2.5 minutes: training throughput, peak memory, ops per step and GPU busy of vanilla, the
+#      link and graph half-dim + gate in bf16 at the papers' shape, at 4K, 16K and 32K target tokens a step;
+#   d. translation, about 2.5 minutes: the linked model beside vanilla in fp32 and bf16, eager, and compiled
+#      (static cache) in bf16, greedy and beam 4, batches of 64;
+#   e. compiled training, about 2 minutes: the sweep's middle budget with every layer compiled.
 #
 # Rehearsal on the CPU (tiny shapes, nothing needs a GPU):   bash recipes/gpu/run_all.sh --dry-run
-# On the GPU machine (the device tool carries data/bible-es-en and, if filled, .whl):
-#   bash recipes/gpu/run_all.sh
-# Longer slots only (not in the default command): --steps=fsdp (FSDP through the training script) and
-# --steps=grid (as much of grid_bible_gpu.yaml as fits, resumable).
+# On the GPU machine: the device tool's run with command `bash recipes/gpu/run_all.sh`, timeout_s 600 and
+# carry [".whl"] (15 MB of wheels, the tracked tree 12 MB: 27 MB of the 64 MiB allowed); the default steps
+# need no corpus (the smoke step reads data/bible-es-en: carry it too for --steps=smoke).
+# Other steps (not in the default command): --steps=speed (the papers' shape at its own batch), smoke (the
+# training script under accelerate: train, checkpoint, resume), fsdp and grid (longer slots).
 # Here, once (network), to fill .whl for the GPU machine's Python (3.12) from recipes/gpu/wheels.txt:
 #   bash recipes/gpu/run_all.sh --fetch-wheels
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 DRY_RUN=0
-STEPS="correctness speed smoke"
+STEPS="backends correctness sweep translation compiled"
 for arg in "$@"; do
     case "$arg" in
         --dry-run) DRY_RUN=1 ;;
@@ -33,7 +37,7 @@ for arg in "$@"; do
             python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
                 --platform manylinux2014_x86_64 -d .whl -r recipes/gpu/wheels.txt
             exit $? ;;
-        *) echo "unknown argument $arg (--dry-run, --steps=correctness,speed,smoke,fsdp,grid, --fetch-wheels)" >&2
+        *) echo "unknown argument $arg (--dry-run, --steps=backends,correctness,sweep,translation,compiled,speed,smoke,fsdp,grid, --fetch-wheels)" >&2
            exit 2 ;;
     esac
 done
@@ -47,9 +51,13 @@ export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
 if [ "$DRY_RUN" = 1 ]; then
     DEVICE=cpu; DTYPE=fp32; SIZE=tiny; CHECK_DTYPES="float32"; STEPS_ARGS=(--steps 3 --warmup 1); LIMIT_SCALE=3
     MEMORY=(--memory rss)  # the CPU profiler's peak is slow; on CUDA the scripts read the allocator's peak
+    TOKENS=64,128,256; MIDDLE=128; SWEEP_STEPS=(--steps 2 --warmup 1); COMPILER=eager
+    TRANSLATION=(--size tiny --vocab 64 --batch-size 8 --steps 1 --warmup 0 --threads 1)
 else
-    DEVICE=cuda; DTYPE=bf16; SIZE=paper; CHECK_DTYPES="float32 bfloat16"; STEPS_ARGS=(--steps 20 --warmup 5)
+    DEVICE=cuda; DTYPE=bf16; SIZE=paper; CHECK_DTYPES="bfloat16"; STEPS_ARGS=(--steps 20 --warmup 5)
     LIMIT_SCALE=1; MEMORY=()
+    TOKENS=4096,16384,32768; MIDDLE=16384; SWEEP_STEPS=(--steps 10 --warmup 3); COMPILER=inductor
+    TRANSLATION=(--batch-size 64 --steps 3 --warmup 1 --threads 1)
     if ls .whl/*.whl >/dev/null 2>&1; then  # what the GPU image lacks, installed beside it
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
             .whl/*.whl || exit 1
@@ -80,6 +88,10 @@ run() {
 has_step() { [[ " $STEPS " == *" $1 "* ]]; }
 SELF_CHECK=(python3 -m hf_graphtf.cli check --device "$DEVICE")
 
+if has_step backends; then  # about 20 s
+    run sdpa_backends 30 python3 recipes/gpu/sdpa_backends.py --device "$DEVICE" --dtype "$DTYPE"
+fi
+
 if has_step correctness; then  # about 2 minutes
     for dtype in $CHECK_DTYPES; do
         run "check_$dtype" 50 "${SELF_CHECK[@]}" --dtype "$dtype"
@@ -94,6 +106,21 @@ if has_step speed; then  # about 4 minutes
     run bench_generation 120 python3 recipes/benchmarks/generation_throughput.py "${BENCH[@]}" --variants "$VARIANTS"
     run bench_link_kernels 60 python3 recipes/benchmarks/link_implementations.py "${BENCH[@]}" "${MEMORY[@]}" \
         --variants al-prev-both
+fi
+
+SWEEP=(recipes/benchmarks/train_throughput.py --device "$DEVICE" --dtype "$DTYPE" --size "$SIZE" --no-progress
+    "${SWEEP_STEPS[@]}" "${MEMORY[@]}" --variants al-prev-both,graph-half+gate)
+if has_step sweep; then  # about 2.5 minutes: the token budgets users train at, with ops and GPU busy
+    run sweep_train 150 python3 "${SWEEP[@]}" --tokens "$TOKENS" --profile
+fi
+
+if has_step translation; then  # about 2 minutes: the "Fast translation" modes on this device
+    run translation 170 python3 recipes/benchmarks/translation_speed.py --device "$DEVICE" --modes fp32,bf16 \
+        --compiled "$DTYPE" "${TRANSLATION[@]}"
+fi
+
+if has_step compiled; then  # about 2 minutes: regional torch.compile of the layers in training
+    run compiled_train 120 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --compile "$COMPILER"
 fi
 
 if has_step smoke; then  # about 1 minute: train, checkpoint, resume, evaluate through accelerate on one device

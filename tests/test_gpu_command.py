@@ -1,0 +1,55 @@
+"""The prepared GPU command (recipes/gpu/run_all.sh) rehearsed on the CPU with ``--dry-run``.
+
+A GPU lease is 15 minutes of device time in all, so the command must work the first time: the rehearsal runs
+the same steps on tiny shapes and checks that each one finished and left its log in the tarball that comes
+back. No test needs a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMAND = ROOT / "recipes" / "gpu" / "run_all.sh"
+
+
+def rehearse(tmp_path: Path, steps: str | None = None) -> tuple[str, dict[str, str]]:
+    """Run the command with ``--dry-run`` into `tmp_path`; its status lines and the logs in its tarball."""
+    argv = ["bash", str(COMMAND), "--dry-run", *([f"--steps={steps}"] if steps else [])]
+    # the command calls python3: this interpreter's, as on the GPU machine the image's
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "OUT": str(tmp_path), "OMP_NUM_THREADS": "1", "PATH": path}
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=3000, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["gpu_results.tar.gz", "machine.txt", "status.txt"]
+    with tarfile.open(tmp_path / "gpu_results.tar.gz") as archive:
+        logs = {
+            Path(member.name).stem: archive.extractfile(member).read().decode()
+            for member in archive.getmembers()
+            if member.name.endswith(".log")
+        }
+    return (tmp_path / "status.txt").read_text(encoding="utf-8"), logs
+
+
+def test_the_backends_step_prints_a_row_per_attention_shape(tmp_path):
+    status, logs = rehearse(tmp_path, "backends")
+    assert "sdpa_backends exit 0" in status
+    rows = [line for line in logs["sdpa_backends"].splitlines() if line.startswith("| ")]
+    assert len(rows) == 5 and "cuDNN" in logs["sdpa_backends"]  # header + 4 shapes
+
+
+@pytest.mark.slow
+def test_the_whole_gpu_command_rehearses_on_the_cpu(tmp_path):
+    """Every default step exits 0 and says what the GPU call will measure (about 6 minutes on 2 cores)."""
+    status, logs = rehearse(tmp_path)
+    for step in ("sdpa_backends", "check_float32", "link_kernels", "sweep_train", "translation", "compiled_train"):
+        assert f"{step} exit 0" in status, status
+    assert logs["sweep_train"].count("target tokens/step") == 3  # one table per token budget
+    assert "ops/step (ratio)" in logs["sweep_train"]
+    assert "compiled" in logs["translation"] and "regional torch.compile" in logs["compiled_train"]
