@@ -101,7 +101,11 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
-def select_variants(spec: str, family: str = "marian") -> list[Variant]:
+#: the family every script compares in unless told otherwise
+DEFAULT_FAMILY = "marian"
+
+
+def select_variants(spec: str, family: str = DEFAULT_FAMILY) -> list[Variant]:
     """``all``, ``al``, ``graph``, ``aa`` or a comma-separated list of names (groups may be mixed in).
 
     For a family without graph-group attention (M2M100: pre-LN), ``all`` means every other variant, and
@@ -149,7 +153,7 @@ def build_model(
     variant: Variant | None,
     shape: Shape,
     *,
-    family: str = "marian",
+    family: str = DEFAULT_FAMILY,
     attn_implementation: str = "sdpa",
     device: str = "cpu",
     dtype: torch.dtype = torch.float32,
@@ -223,7 +227,7 @@ def add_common_args(parser: argparse.ArgumentParser, *, default_size: str, defau
     parser.add_argument(
         "--size", choices=sorted(SHAPES), default=default_size, help="model shape (default: %(default)s)"
     )
-    parser.add_argument("--family", choices=sorted(FAMILIES), default="marian")
+    parser.add_argument("--family", choices=sorted(FAMILIES), default=DEFAULT_FAMILY)
     parser.add_argument("--variants", default="all", help="all, al, graph, aa, or comma-separated names")
     parser.add_argument("--steps", type=int, default=default_steps, help="measured steps per model (after warm-up)")
     parser.add_argument("--warmup", type=int, default=default_warmup, help="discarded steps per model")

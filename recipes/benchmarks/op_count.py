@@ -23,11 +23,12 @@ from unittest import mock
 
 import torch
 from benchmark_page import header, run_start, table
-from common import VARIANTS, Shape, build_model, random_batch, select_variants
+from common import DEFAULT_FAMILY, VARIANTS, Shape, build_model, random_batch, select_variants
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from hf_graphtf import graph_attention
+from hf_graphtf.families import FAMILIES
 
 #: the shape the counts are taken at: opus-mt's depth and heads, small widths (counts do not depend on them)
 COUNT_SHAPE = Shape(64, 128, 8, 6, 6, vocab=256, batch_size=4, length=12)
@@ -177,7 +178,7 @@ class StepCounts:
 
 
 def variant_counts(
-    variant: str, family: str = "marian", shape: Shape = COUNT_SHAPE, link_kernel: str = "concat"
+    variant: str, family: str = DEFAULT_FAMILY, shape: Shape = COUNT_SHAPE, link_kernel: str = "concat"
 ) -> StepCounts:
     """Counts for one variant at `shape`, in float32 with SDPA, the link on `link_kernel` (the concat kernel,
     which ``attention_link_kernel="auto"`` picks on a GPU, where the counts matter)."""
@@ -254,7 +255,7 @@ def main() -> None:
     parser.add_argument(
         "--variants", default="al-prev-both,al-cum-both,graph-half+gate,graph-self_gate,graph-shared+gate"
     )
-    parser.add_argument("--family", default="marian")
+    parser.add_argument("--family", choices=sorted(FAMILIES), default=DEFAULT_FAMILY)
     args = parser.parse_args()
     start = run_start()
     variants = ["vanilla", *(variant.name for variant in select_variants(args.variants, args.family))]
