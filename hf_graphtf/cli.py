@@ -395,9 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=COMPILE_CHOICES,
         default="auto",
         help="compile decoding (static KV cache, torch.compile; greedy and beam): auto (default) compiles only "
-        "where it measured faster compile time included, which on a CPU it did not; on: 1-3 minutes of compiling "
-        "first, then bf16 beam 4 at about 1.3x eager, so it pays from about 6,000 lines (RESULTS.md, "
-        "'Compiled decoding')",
+        "where it measured faster compile time included, which on a CPU it did not; on: a minute or more of "
+        "compiling per new batch shape, then bf16 beam 4 at about 1.3x eager, so it pays from about 6,000 lines; "
+        "in bf16 some translations change (RESULTS.md, 'Compiled decoding')",
     )
     translate.add_argument("--input", default="-", help="one sentence per line; '-' for stdin")
     translate.add_argument("--output", default="-", help="'-' for stdout")

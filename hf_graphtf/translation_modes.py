@@ -173,8 +173,8 @@ def decides_to_compile(requested: str, device: str) -> tuple[bool, str]:
     device_type = str(device).split(":")[0]
     if requested == "on":
         return True, (
-            "compiling the decoding step (static cache, torch.compile): the first batch waits for the compiler, "
-            "about 80 s on 2 CPU cores"
+            "compiling the decoding step (static cache, torch.compile): each new batch shape waits a minute or "
+            "more for the compiler at first"
         )
     if requested == "off":
         return False, ""
@@ -187,8 +187,10 @@ def decides_to_compile(requested: str, device: str) -> tuple[bool, str]:
 def compile_decoding(model: Any, *, backend: str = "inductor") -> Any:
     """``model`` set to decode with a static KV cache and its forward compiled whole (``fullgraph``): greedy
     and beam search alike, since `generate` calls the compiled forward at every step (Transformers compiles
-    its own loop only for greedy and sampling on CUDA). Outputs equal eager decoding's
-    (tests/test_compiled_decoding.py); int8 models are refused, their quantized linears do not compile."""
+    its own loop only for greedy and sampling on CUDA). In float32 the outputs equal eager decoding's
+    (tests/test_compiled_decoding.py); in bf16 the compiler's fused kernels round differently, and some
+    translations change (16 of 40 lines of the quickstart model: RESULTS.md, "Compiled decoding"). int8
+    models are refused: their quantized linears do not compile."""
     import torch
 
     if getattr(getattr(model, "translation_mode", None), "dtype", None) == "int8":

@@ -158,7 +158,7 @@ def test_compiling_is_chosen_only_where_it_measured_faster():
     assert translation_modes.decides_to_compile("auto", "cpu") == (False, "")
     assert translation_modes.decides_to_compile("auto", "cuda:0") == (False, "")
     compiled, reason = translation_modes.decides_to_compile("on", "cpu")
-    assert compiled and "first batch waits" in reason
+    assert compiled and "each new batch shape waits" in reason
     assert translation_modes.decides_to_compile("off", "cuda") == (False, "")
     with pytest.raises(ValueError, match="compile must be one of auto, on, off"):
         translation_modes.decides_to_compile("yes", "cpu")
