@@ -335,15 +335,16 @@ class GraphEncoderMixin(StackInitMixin, LinkGateInitMixin):
     layer_classes: FamilyLayers
 
     def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
         layers = cls.__dict__.get("layer_classes")
-        if layers is not None:  # what the vanilla encoder records, and each graph layer's gates
+        if layers is not None:  # what the vanilla encoder records, and each graph layer's gates; set before
+            # `PreTrainedModel.__init_subclass__` runs, in case a Transformers release reads it there
             cls._can_record_outputs = {
                 "hidden_states": layers.encoder_layer,
                 "attentions": OutputRecorder(layers.attention, index=1, layer_name="self_attn"),
             }
             if layers.graph_encoder_layer is not None:
                 cls._can_record_outputs["graph_gates"] = OutputRecorder(layers.graph_encoder_layer, index=1)
+        super().__init_subclass__(**kwargs)
 
     def build_layers(self, config) -> nn.ModuleList:
         classes = self.layer_classes
