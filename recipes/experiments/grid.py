@@ -3,7 +3,8 @@
 `run_grid.py` runs the grid and appends one JSON line per finished run to the grid's results file;
 `report.py` turns that file into tables and figures. Both import this module for the grid's runs,
 their output folders, the results file and the archive (what the report needs from each run, kept in
-the repository: see `archive.py`).
+the repository: see `archive.py`). What the grid file says, checked, is `grid_file.GridFile`; `Grid` adds
+the state of its runs.
 """
 
 from __future__ import annotations
