@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from unittest import mock
 
@@ -149,15 +150,16 @@ def count_ops(step: Callable[[], object]) -> Counter[str]:
     return counter.ops
 
 
-def saved_bytes(forward: Callable[[], torch.Tensor]) -> int:
+def saved_bytes(forward: Callable[[], torch.Tensor], parameters: Iterable[torch.Tensor]) -> int:
     """Bytes of the distinct tensors autograd saves for backward during `forward()` (the activations a
-    training step holds at its peak; parameters, which are saved too, are left out)."""
-    parameters: set[int] = set()
+    training step holds at its peak); tensors in the storage of one of `parameters` (the weights, and views
+    of them such as a transposed weight), which are saved too but live anyway, are left out."""
+    weights = {parameter.untyped_storage().data_ptr() for parameter in parameters}
     storages: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor):
         storage = tensor.untyped_storage()
-        if tensor.data_ptr() not in parameters:
+        if storage.data_ptr() not in weights:
             storages[storage.data_ptr()] = storage.nbytes()
         return tensor
 
@@ -214,7 +216,7 @@ def _counts(model: torch.nn.Module, shape: Shape) -> StepCounts:
 
     training_step()  # optimizer state exists from here on, as in every later step
     training = sum(count_ops(training_step).values())
-    activations = saved_bytes(lambda: model(**batch).loss)
+    activations = saved_bytes(lambda: model(**batch).loss, model.parameters())
     model.eval()
     with torch.no_grad():
         encoder_outputs = model.get_encoder()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
@@ -232,19 +234,12 @@ def _counts(model: torch.nn.Module, shape: Shape) -> StepCounts:
                 encoder_outputs=encoder_outputs,
                 attention_mask=batch["attention_mask"],
                 decoder_input_ids=step_ids,
-                past_key_values=_copied(first.past_key_values),
+                past_key_values=copy.deepcopy(first.past_key_values),  # the counted step appends to its own
                 use_cache=True,
             )
 
         decode = sum(count_ops(decode_step).values())
     return StepCounts(training, decode, activations)
-
-
-def _copied(cache):
-    """A copy of a filled KV cache, so that the counted step appends to its own."""
-    import copy
-
-    return copy.deepcopy(cache)
 
 
 DEFAULT_VARIANTS = "al-prev-both,al-cum-both,graph-half+gate,graph-self_gate,graph-shared+gate"
@@ -265,7 +260,8 @@ def main() -> None:
         "model": f"{args.family}, {COUNT_SHAPE.describe()}, batch {COUNT_SHAPE.batch_size}, float32, sdpa",
         "counted": "aten ops that launch a kernel (views left out), SDPA as one op each way; a training step is "
         "forward, backward and AdamW (foreach); a decode step is one greedy token with a filled KV cache; "
-        "the link on its concat kernel (what `auto` picks on a GPU)",
+        "the link on its concat kernel (what `auto` picks on a GPU); saved activations: the bytes autograd saves "
+        "in a training forward, weights left out",
     }
     print(header("Dispatched ops per step and saved activations: variant / vanilla", settings, "cpu", start))
     print()
