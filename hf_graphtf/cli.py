@@ -24,6 +24,7 @@ from .translation_modes import (
     TORCH_DTYPES,
     TRANSLATION_DTYPES,
     canonical_dtype,
+    decides_to_compile,
     resolve_translation_dtype,
 )
 
@@ -132,13 +133,13 @@ def _choose_dtype(args: argparse.Namespace) -> None:
     """Resolve ``--dtype`` (``auto``: bf16 where the device computes it natively) before anything loads;
     ``args.dtype`` then names the format used (a resumed file job compares it), and the choice is said in
     one line on standard error when the model has loaded (`_load`)."""
+    device = default_device(args.device)
     try:
-        mode = resolve_translation_dtype(args.dtype, default_device(args.device))
+        mode = resolve_translation_dtype(args.dtype, device)
+        decides_to_compile(getattr(args, "compile", "off"), device, mode.dtype)  # refuses int8 with --compile on
     except ValueError as error:
         raise InputError(str(error)) from None
     args.dtype, args.dtype_reason = mode.dtype, mode.reason
-    if getattr(args, "compile", "off") == "on" and mode.dtype == "int8":
-        raise InputError("--compile on takes fp32, bf16 or fp16, not int8: quantized linears do not compile")
 
 
 #: batches translated between two appends to an output file's ``.partial`` copy: an interrupted run

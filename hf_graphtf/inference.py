@@ -182,9 +182,7 @@ def load_model(
     check_model_source(name)
     device = default_device(device)
     mode = resolve_translation_dtype(dtype, device)  # a bad dtype fails before anything loads
-    compiled, compile_reason = decides_to_compile(compile, device)
-    if compiled and mode.dtype == "int8":
-        raise ValueError("--compile on takes fp32, bf16 or fp16, not int8 (quantized linears do not compile)")
+    compiled, compile_reason = decides_to_compile(compile, device, mode.dtype)  # int8 refused before loading
     with named_source(name):
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForSeq2SeqLM.from_pretrained(

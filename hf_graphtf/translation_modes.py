@@ -165,23 +165,28 @@ COMPILE_CHOICES = ("auto", "on", "off")
 COMPILED_DECODING_PAYS: dict[str, bool] = {"cpu": False}
 
 
-def decides_to_compile(requested: str, device: str) -> tuple[bool, str]:
+def decides_to_compile(requested: str, device: str, dtype: str = "fp32") -> tuple[bool, str]:
     """Whether to compile decoding on ``device`` for ``--compile requested``, with the line that says why
-    (empty for the default choice of eager decoding where compiling was measured not to pay)."""
+    (empty for the default choice of eager decoding where compiling was measured not to pay); a format that
+    does not compile (`check_compilable`) is refused when compiling is asked for."""
     if requested not in COMPILE_CHOICES:
         raise ValueError(f"compile must be one of {', '.join(COMPILE_CHOICES)}; got {requested!r}")
     device_type = str(device).split(":")[0]
     if requested == "on":
+        check_compilable(dtype)
         return True, (
             "compiling the decoding step (static cache, torch.compile): each new batch shape waits a minute or "
             "more for the compiler at first"
         )
-    if requested == "off":
+    if requested == "off" or not COMPILED_DECODING_PAYS.get(device_type) or dtype == "int8":
         return False, ""
-    pays = COMPILED_DECODING_PAYS.get(device_type)
-    if pays:
-        return True, f"compiling the decoding step: it measured faster on {device_type}"
-    return False, ""
+    return True, f"compiling the decoding step: it measured faster on {device_type}"
+
+
+def check_compilable(dtype: str) -> None:
+    """Refuse compiled decoding of int8 models: their quantized linears do not compile."""
+    if dtype == "int8":
+        raise ValueError("compiled decoding takes fp32, bf16 or fp16, not int8: quantized linears do not compile")
 
 
 def compile_decoding(model: Any, *, backend: str = "inductor") -> Any:
@@ -193,8 +198,7 @@ def compile_decoding(model: Any, *, backend: str = "inductor") -> Any:
     models are refused: their quantized linears do not compile."""
     import torch
 
-    if getattr(getattr(model, "translation_mode", None), "dtype", None) == "int8":
-        raise ValueError("compiled decoding takes fp32, bf16 or fp16 models, not int8 (quantized linears)")
+    check_compilable(getattr(getattr(model, "translation_mode", None), "dtype", "fp32"))
     model.generation_config.cache_implementation = "static"
     model.forward = torch.compile(model.forward, fullgraph=True, backend=backend)
     return model
@@ -211,6 +215,7 @@ __all__ = [
     "TRANSLATION_DTYPES",
     "TranslationMode",
     "canonical_dtype",
+    "check_compilable",
     "compile_decoding",
     "decides_to_compile",
     "device_computes_bf16",

@@ -162,6 +162,8 @@ def test_compiling_is_chosen_only_where_it_measured_faster():
     assert translation_modes.decides_to_compile("off", "cuda") == (False, "")
     with pytest.raises(ValueError, match="compile must be one of auto, on, off"):
         translation_modes.decides_to_compile("yes", "cpu")
+    with pytest.raises(ValueError, match="not int8"):  # quantized linears do not compile
+        translation_modes.decides_to_compile("on", "cpu", "int8")
 
 
 def test_the_cli_compiles_decoding_on_request_and_translates_the_same(trained, tmp_path, capsys, monkeypatch):
