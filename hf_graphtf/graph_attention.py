@@ -129,13 +129,13 @@ class GraphEncoderLayerMixin:
         middle-prev's k, v), P's (middle-inc's k, v; middle-prev's q; ``low_proj``), and the three
         groups' output projections (high, middle-inc, middle-prev). With shared q/k/v the modules are one."""
         high = self.self_attn
-        inc, prev = (high, high) if self.graph_shared_qkv else (self.mid_attn_inc, self.mid_attn_prev)
         if self.graph_shared_qkv:  # each input projected once: the groups read the same q, k, v of it
             return (
                 [high.q_proj, high.k_proj, high.v_proj],
                 [high.q_proj, high.k_proj, high.v_proj, self.low_proj],
                 [high.out_proj],
             )
+        inc, prev = self.mid_attn_inc, self.mid_attn_prev
         reads_incremental = [high.q_proj, high.k_proj, high.v_proj, inc.q_proj, prev.k_proj, prev.v_proj]
         reads_previous = [inc.k_proj, inc.v_proj, prev.q_proj, self.low_proj]
         return reads_incremental, reads_previous, [high.out_proj, inc.out_proj, prev.out_proj]

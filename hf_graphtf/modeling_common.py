@@ -584,7 +584,7 @@ class GraphBaseModelMixin(GraphGatesOutputMixin, GraphPreTrainedMixin):
         super().__init__(config)
         self.build_shared(config)
         stacks = self.stack_classes
-        graph_encoder = getattr(config, "graph_attention", False) or config.links_encoder
+        graph_encoder = config.graph_attention or config.links_encoder
         self.encoder = (stacks.graph_encoder if graph_encoder else stacks.encoder)(config)
         self.decoder = (stacks.graph_decoder if config.links_decoder else stacks.decoder)(config)
         self.post_init()

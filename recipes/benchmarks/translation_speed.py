@@ -45,7 +45,7 @@ from pathlib import Path
 
 import torch
 from benchmark_page import header, run_start, table
-from common import SHAPES, Shape, config_kwargs
+from common import SHAPES, Shape, config_kwargs, synchronizer
 from measure import CLOCK_TEXT, interleaved
 
 from hf_graphtf.inference import load_model
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
                 [systems[name](beams) for name in names],
                 steps=args.steps,
                 warmup=args.warmup,
-                sync=torch.cuda.synchronize if on_gpu else (lambda: None),
+                sync=synchronizer(args.device),
                 clock=args.clock,
             )
             base = timing.median(0)

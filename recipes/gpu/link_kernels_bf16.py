@@ -21,6 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from common import SHAPES, Variant, build_model, random_batch  # noqa: E402
+from sdpa_backends import forced_answers  # noqa: E402  (beside this script)
 
 from hf_graphtf.variants import variant_options  # noqa: E402
 
@@ -30,25 +31,11 @@ VARIANTS = {name: variant_options(name) for name in ("al-prev-both", "al-cum-bot
 
 
 def sdpa_backends_accepting_wider_keys(device: str, dtype: torch.dtype) -> dict[str, str]:
-    """Each SDPA backend's answer to queries/keys of head dim 128 against values of 64."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
+    """Each SDPA backend's answer to queries/keys of head dim 128 against values of 64, forward only
+    (`sdpa_backends.py` gives every shape of the package, with gradients)."""
     q = torch.randn(2, 4, 16, 128, device=device, dtype=dtype)
     v = torch.randn(2, 4, 16, 64, device=device, dtype=dtype)
-    answers = {}
-    for backend in (
-        SDPBackend.FLASH_ATTENTION,
-        SDPBackend.EFFICIENT_ATTENTION,
-        SDPBackend.CUDNN_ATTENTION,
-        SDPBackend.MATH,
-    ):
-        try:
-            with sdpa_kernel(backend):
-                torch.nn.functional.scaled_dot_product_attention(q, q, v)
-            answers[backend.name] = "accepts"
-        except RuntimeError as error:
-            answers[backend.name] = "refuses: " + str(error).splitlines()[0][:80]
-    return answers
+    return forced_answers(q, q, v)
 
 
 def main(argv: list[str] | None = None) -> None:

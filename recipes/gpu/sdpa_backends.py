@@ -47,7 +47,10 @@ def inputs(qk_dim: int, v_dim: int, device: str, dtype: torch.dtype, batch: int,
 
 
 def step(query, key, value) -> None:
-    torch.nn.functional.scaled_dot_product_attention(query, key, value).float().sum().backward()
+    """One SDPA call, and its backward where the inputs want gradients."""
+    output = torch.nn.functional.scaled_dot_product_attention(query, key, value)
+    if output.requires_grad:
+        output.float().sum().backward()
 
 
 def picked_backend(query, key, value, device: str) -> str:
@@ -62,13 +65,18 @@ def picked_backend(query, key, value, device: str) -> str:
     return "MATH"  # no fused op ran: the math fallback, matmuls and a softmax
 
 
-def forced_answer(backend: SDPBackend, query, key, value) -> str:
-    try:
-        with sdpa_kernel(backend):
-            step(query, key, value)
-        return "accepts"
-    except RuntimeError:
-        return "refuses"
+def forced_answers(query, key, value) -> dict[str, str]:
+    """Each backend's answer when forced to run `step` on these inputs: ``accepts``, or ``refuses:`` with the
+    first line of its reason."""
+    answers = {}
+    for backend in BACKENDS:
+        try:
+            with sdpa_kernel(backend):
+                step(query, key, value)
+            answers[backend.name] = "accepts"
+        except RuntimeError as error:
+            answers[backend.name] = "refuses: " + str(error).splitlines()[0][:80]
+    return answers
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -94,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     for qk_dim, v_dim, what in SHAPES:
         tensors = inputs(qk_dim, v_dim, args.device, dtype, args.batch, args.length, args.heads)
         picked = picked_backend(*tensors, args.device)
-        answers = [forced_answer(backend, *tensors) for backend in BACKENDS]
+        answers = forced_answers(*tensors).values()
         print(f"| {qk_dim} | {v_dim} | {what} | {picked} | " + " | ".join(answers) + " |")
 
 
