@@ -28,7 +28,9 @@ reentrant checkpointing) see it; `carry_from_tensors` and `carry_tensors` conver
 
 Both work with the KV cache: the carried keys of layer n-1 are that layer's full (cached) keys,
 and the carried queries or scores are those of the rows being decoded now, so incremental decoding
-sees exactly the rows a full forward pass would.
+sees exactly the rows a full forward pass would. On the concat kernel in ``previous`` mode, cross-attention
+stores its keys in the cache already concatenated with the carried ones (`stores_linked_keys`): the
+encoder's keys do not change while decoding, so their concatenation is made once per `generate`.
 
 This module travels with saved checkpoints (``trust_remote_code``): it imports only torch and
 Transformers.
@@ -188,6 +190,8 @@ def linked_scores_attention(
     dropout: float,
 ) -> tuple[torch.Tensor, torch.Tensor, CarriedScores]:
     """Eager linked attention: returns (output, probabilities actually used, carry for the next layer)."""
+    if key.shape[-1] > query.shape[-1]:  # cross-attention keys cached by the concat kernel, carry included
+        key = key[..., : query.shape[-1]]
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     if isinstance(prev_attn, CarriedQueryKey):  # the previous layer ran the concat kernel
         carried = torch.matmul(prev_attn.queries, prev_attn.keys.transpose(2, 3)) * scaling
@@ -217,7 +221,10 @@ def linked_concat_attention(
     """SDPA linked attention on head-dim-concatenated queries and keys (no score matrix materialised)."""
     if prev_attn is not None:
         query_cat = torch.cat([query, prev_attn.queries], dim=-1)
-        key_cat = torch.cat([key, prev_attn.keys], dim=-1)
+        if key.shape[-1] == query_cat.shape[-1]:  # cross-attention keys cached concatenated (`stores_linked_keys`)
+            key_cat, key = key, key[..., : query.shape[-1]]
+        else:
+            key_cat = torch.cat([key, prev_attn.keys], dim=-1)
     else:
         query_cat, key_cat = query, key
     kwargs.pop("output_attentions", None)
@@ -244,15 +251,24 @@ class LinkedAttentionMixin:
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None, LinkCarry]:
         """The KV cache comes in ``kwargs`` under either name (`take_cache`)."""
-        query, key, value = project_qkv(self, hidden_states, key_value_states, take_cache(kwargs))
         config = self.config  # the options are read here, where they act, not copied onto the module
         implementation = config._attn_implementation
         dropout = self.dropout if self.training else 0.0
         attention_mask = readable_mask(attention_mask)
         prev_attn = gated(prev_attn, getattr(self, "link_gate", None))  # attention_link_gate="learned"
-        if use_score_path(
-            config.attention_link_kernel, implementation, query, prev_attn, attentions_requested(self, kwargs)
+        sums_scores = use_score_path(
+            config.attention_link_kernel, implementation, hidden_states, prev_attn, attentions_requested(self, kwargs)
+        )
+        cache, carried_keys = take_cache(kwargs), None
+        if (
+            cache is not None
+            and key_value_states is not None
+            and not sums_scores
+            and stores_linked_keys(config, prev_attn)
         ):
+            carried_keys = prev_attn.keys
+        query, key, value = project_qkv(self, hidden_states, key_value_states, cache, carried_keys)
+        if sums_scores:
             attend = linked_scores_attention
         else:
             attend = functools.partial(linked_concat_attention, **kwargs)
@@ -271,8 +287,18 @@ class LinkedAttentionMixin:
         return output, weights, carry
 
 
+def stores_linked_keys(config, prev_attn: LinkCarry) -> bool:
+    """Whether cross-attention on the concat kernel stores its keys in the KV cache already concatenated
+    with the carried ones, so a decoding step reads them instead of concatenating them again (one op fewer
+    per linked cross-attention layer and step). Only with a cache: without one (training) the keys are made
+    anew at every call and are concatenated where they always were. Only in ``previous`` mode: there the
+    stored keys are twice the width; in ``cumulative`` mode layer n's would be n + 1 times, for the whole
+    `generate`."""
+    return isinstance(prev_attn, CarriedQueryKey) and config.attention_link_mode == "previous"
+
+
 def use_score_path(
-    kernel: str, implementation: str, query: torch.Tensor, prev_attn: LinkCarry, output_attentions: bool
+    kernel: str, implementation: str, states: torch.Tensor, prev_attn: LinkCarry, output_attentions: bool
 ) -> bool:
     """Whether this call sums scores (True) or runs SDPA on concatenated queries and keys (False).
 
@@ -288,7 +314,7 @@ def use_score_path(
         return True
     if kernel != "auto":
         return kernel == "scores"
-    return implementation == "eager" or query.device.type == "cpu"
+    return implementation == "eager" or states.device.type == "cpu"
 
 
 def make_linked(attn: nn.Module, cls: type[nn.Module], *, learned_gate: bool = False) -> nn.Module:

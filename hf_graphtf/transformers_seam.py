@@ -102,12 +102,19 @@ def project_qkv(
     hidden_states: torch.Tensor,
     key_value_states: torch.Tensor | None,
     cache: Cache | None,
+    carried_keys: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Queries, keys and values of a Marian/BART attention module, with its KV-cache reads and updates.
 
     Follows the projection half of `MarianAttention.forward` / `BartAttention.forward` (5.0-5.24): the
     cross-attention keys are computed once and then read from the cache (``is_updated``), the
     self-attention keys are appended to it. The link takes over the score computation after this.
+
+    `carried_keys` (cross-attention only) are concatenated to the new keys along the head dimension before
+    the cache stores them, so the cache holds, and later steps read, the keys the link's concat kernel
+    attends over: computed once per `generate`, reordered by beam search with the rest of the cache. The
+    static cache takes the wider keys, as it sizes its key tensor from the first update
+    (`StaticLayer.lazy_initialization`, 5.17-5.24).
     """
     is_cross_attention = key_value_states is not None
     query = attn.q_proj(hidden_states).view(*hidden_states.shape[:-1], -1, attn.head_dim).transpose(1, 2)
@@ -128,6 +135,8 @@ def project_qkv(
         kv_shape = (*current_states.shape[:-1], -1, attn.head_dim)
         key = attn.k_proj(current_states).view(kv_shape).transpose(1, 2)
         value = attn.v_proj(current_states).view(kv_shape).transpose(1, 2)
+        if is_cross_attention and carried_keys is not None:
+            key = torch.cat([key, carried_keys], dim=-1)
         if layer_cache is not None:
             key, value = layer_cache.update(key, value, attn.layer_idx)
             if is_cross_attention and isinstance(cache, EncoderDecoderCache):

@@ -38,8 +38,8 @@ def _static_cache(model, decoder_length: int, encoder_length: int) -> EncoderDec
     )
 
 
-def _check(family: str, name: str) -> None:
-    model = matrix.tiny_model(family, matrix.OPTION_MATRIX[name], dtype=torch.float32)
+def _check(family: str, name: str, kernel: str = "auto") -> None:
+    model = matrix.tiny_model(family, matrix.OPTION_MATRIX[name], dtype=torch.float32, attention_link_kernel=kernel)
     input_ids, attention_mask = matrix.source_batch()
     with torch.inference_mode():
         dynamic = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=5)
@@ -84,3 +84,10 @@ def test_a_static_cache_decodes_as_the_dynamic_one_and_a_step_compiles_whole(fam
 @pytest.mark.parametrize(("family", "name"), _cases(fast=False))
 def test_every_option_set_decodes_compiled_as_eager(family, name):
     _check(family, name)
+
+
+@pytest.mark.parametrize("family", matrix.FAMILIES)
+def test_the_concat_kernel_decodes_statically_and_compiles_with_its_cached_linked_keys(family):
+    """The concat kernel (a GPU's choice) stores cross-attention keys concatenated with the carried ones in
+    the cache (`attention_link.stores_linked_keys`); the static cache must take the wider keys too."""
+    _check(family, "al-both-gate", kernel="concat")

@@ -21,6 +21,7 @@ from hf_graphtf.families import FAMILIES as MODEL_FAMILIES
 from hf_graphtf.self_check import reference as ref
 from hf_graphtf.self_check import spec_pairs
 from hf_graphtf.self_check.matrix import supports
+from hf_graphtf.transformers_seam import output_cache
 
 VANILLA_CLASSES = {name: family.vanilla_seq2seq_class for name, family in MODEL_FAMILIES.items()}
 options_params = pytest.mark.parametrize("options", list(OPTION_MATRIX), ids=list(OPTION_MATRIX))
@@ -158,6 +159,23 @@ def test_cached_and_uncached_generation_agree(family, options, num_beams, attn_i
     uncached = model.generate(**gen, use_cache=False)
     assert cached.shape[1] > 3
     assert torch.equal(cached, uncached)
+
+
+@pytest.mark.parametrize(("options", "linked_widths"), [("al-dec", (1, 2, 2)), ("al-both-cum", (1, 1, 1))])
+def test_the_concat_kernel_caches_cross_keys_with_the_carried_ones(family, options, linked_widths):
+    """On the concat kernel, previous mode, a linked cross-attention layer caches its keys concatenated with
+    the previous layer's, so decoding steps read them instead of concatenating them again; in cumulative
+    mode the keys are cached alone (the concatenation would grow with depth). The tokens are checked
+    against decoding without a cache by `test_cached_and_uncached_generation_agree`."""
+    model = tiny_model(family, OPTION_MATRIX[options], attn_implementation="sdpa", attention_link_kernel="concat")
+    input_ids, attention_mask = source_batch()
+    out = model.generate(
+        input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=4, num_beams=2, return_dict_in_generate=True
+    )
+    head_dim = model.config.d_model // model.config.decoder_attention_heads
+    layers = output_cache(out).cross_attention_cache.layers
+    assert tuple(layer.keys.shape[-1] // head_dim for layer in layers) == linked_widths
+    assert all(layer.values.shape[-1] == head_dim for layer in layers)
 
 
 #: decoding modes that reach the decoder by other paths than step-by-step cached decoding: a
