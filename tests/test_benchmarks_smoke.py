@@ -228,3 +228,37 @@ def test_translation_speed_times_compiled_decoding_with_its_compile_time_apart(m
     assert "linked (attention_link=both) fp32, compiled" in systems
     assert not any("int8, compiled" in system for system in systems)
     assert "First call of each compiled system" in out
+
+
+def test_translation_speed_runs_compiled_translation_end_to_end_with_the_cache_empty_then_filled(
+    monkeypatch, capsys
+) -> None:
+    """``--end-to-end-only --cli-lines N --compiled bf16`` runs `translate --compile on` twice with one
+    compiler cache folder, empty for the first run (the children are stood in for: the real ones compile
+    for minutes)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    speed = _load("translation_speed")
+    monkeypatch.setattr(speed, "has_ctranslate2", lambda: False)
+    children = []
+
+    def child(command, clock, env=None):
+        children.append((command, dict(env or {})))
+        output = Path(command[command.index("--output") + 1])
+        output.write_text("w2 w3\n" * 4, encoding="utf-8")
+        return 2.0
+
+    monkeypatch.setattr(speed, "timed_child", child)
+    argv = ["--size", "tiny", "--vocab", "64", "--threads", "1", "--cli-lines", "4", "--end-to-end-only"]
+    speed.main([*argv, "--modes", "bf16", "--compiled", "bf16"])
+    out = capsys.readouterr().out
+    assert "Transformers MarianMTModel" not in out  # no generate table
+    names = [row[0] for row in _table_rows(out)]
+    assert names == [
+        "hf-graphtf translate, linked, --dtype bf16",
+        "hf-graphtf translate, linked, --dtype bf16 --compile on, compiler cache empty",
+        "hf-graphtf translate, linked, --dtype bf16 --compile on, compiler cache filled",
+    ]
+    (eager, _), (cold, cold_env), (warm, warm_env) = children
+    assert "--compile" not in eager and cold == warm and cold[cold.index("--compile") + 1] == "on"
+    cache = Path(cold_env["TORCHINDUCTOR_CACHE_DIR"])
+    assert cold_env == warm_env and not cache.exists()  # fresh: nothing there before the first run

@@ -160,11 +160,13 @@ with open(target, "w", encoding="utf-8") as out:
 """
 
 
-def timed_child(command: list[str], clock: str) -> float:
-    """Seconds a child process took: its CPU time (user + system, all its threads) or wall time."""
+def timed_child(command: list[str], clock: str, env: dict[str, str] | None = None) -> float:
+    """Seconds a child process took: its CPU time (user + system, all its threads and the processes it waited
+    for, such as the compiler's workers) or wall time. `env` is added to this process's environment."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:4])} ... failed:\n{result.stderr[-2000:]}")
@@ -174,8 +176,9 @@ def timed_child(command: list[str], clock: str) -> float:
 
 
 def end_to_end(args, shape: Shape, folders: dict[str, Path], ct2: dict[str, Path], work: Path) -> list[list[str]]:
-    """``--cli-lines`` lines through ``hf-graphtf translate`` (linked model, each format) and through
-    CTranslate2 (vanilla weights), load included; target tokens/s."""
+    """``--cli-lines`` lines through ``hf-graphtf translate`` (linked model, each format; with ``--compiled``,
+    each compiled format twice: with torch's compiler cache empty, then filled by that first run, as a user's
+    second file finds it) and through CTranslate2 (vanilla weights), load included; target tokens/s."""
     generator = torch.Generator().manual_seed(args.seed + 1)
     source = work / "source.txt"
     lines = []
@@ -188,22 +191,36 @@ def end_to_end(args, shape: Shape, folders: dict[str, Path], ct2: dict[str, Path
     common += ["--batch-size", str(args.batch_size), "--quiet", "--input", str(source)]
     rows = []
     threads = args.threads[0]
-    jobs: list[tuple[str, list[str], Path]] = []
+    jobs: list[tuple[str, list[str], Path, dict[str, str]]] = []
+    translate = [sys.executable, "-m", "hf_graphtf.cli", "translate", "--model", str(folders["linked"]), *common]
     for mode in args.modes:
         output = work / f"out-{mode}.txt"
-        command = [sys.executable, "-m", "hf_graphtf.cli", "translate", "--model", str(folders["linked"])]
-        command += [*common, "--threads", str(threads), "--dtype", mode, "--output", str(output)]
-        jobs.append((f"hf-graphtf translate, linked, --dtype {mode}", command, output))
+        command = [*translate, "--threads", str(threads), "--dtype", mode, "--output", str(output)]
+        jobs.append((f"hf-graphtf translate, linked, --dtype {mode}", command, output, {}))
+    for mode in compiled_modes(args):
+        cache = {"TORCHINDUCTOR_CACHE_DIR": str(work / f"compiler-cache-{mode}")}  # empty until the first run
+        output = work / f"out-{mode}-compiled.txt"
+        command = [*translate, "--threads", str(threads), "--dtype", mode, "--compile", "on", "--output", str(output)]
+        for state in ("compiler cache empty", "compiler cache filled"):
+            jobs.append((f"hf-graphtf translate, linked, --dtype {mode} --compile on, {state}", command, output, cache))
     for quantization, folder in ct2.items():
         output = work / f"ct2-{quantization}.txt"
         command = [sys.executable, "-c", CT2_SCRIPT, str(folder), str(folders["vanilla"]), str(source), str(output)]
         command += [str(args.cli_beams), str(args.new_tokens), str(threads), str(args.batch_size)]
-        jobs.append((f"CTranslate2 {ctranslate2_version()}, vanilla weights, {quantization}", command, output))
-    for name, command, output in jobs:
-        seconds = timed_child(command, args.clock)
+        jobs.append((f"CTranslate2 {ctranslate2_version()}, vanilla weights, {quantization}", command, output, {}))
+    for name, command, output, env in jobs:
+        seconds = timed_child(command, args.clock, env)
         produced = len(output.read_text(encoding="utf-8").split())  # one word-level token per word
         rows.append([name, f"{produced:,}", f"{seconds:.1f}", f"{produced / seconds:.0f}"])
     return rows
+
+
+def compiled_modes(args) -> list[str]:
+    """The formats of ``--compiled`` (int8 left out: quantized linears do not compile)."""
+    if not args.compiled:
+        return []
+    modes = (canonical_dtype(mode, TRANSLATION_DTYPES[1:]) for mode in args.compiled.split(","))
+    return [mode for mode in modes if mode != "int8"]
 
 
 def ctranslate2_version() -> str:
@@ -243,9 +260,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     parser.add_argument("--cli-lines", type=int, default=0, help="lines of the end-to-end part (0: none)")
     parser.add_argument("--cli-beams", type=int, default=4)
+    parser.add_argument(
+        "--end-to-end-only", action="store_true", help="only the end-to-end part (with --cli-lines): no generate table"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
+    if args.end_to_end_only and not args.cli_lines:
+        parser.error("--end-to-end-only needs --cli-lines N")
     args.beams = [int(b) for b in args.beams.split(",")]
     args.threads = [int(t) for t in args.threads.split(",")]
     args.modes = [canonical_dtype(m, TRANSLATION_DTYPES[1:]) for m in args.modes.split(",")]
@@ -271,19 +293,18 @@ def main(argv: list[str] | None = None) -> None:
     # every format of the package, loaded once (as `translate` loads it) and timed at each thread count
     models: dict[str, torch.nn.Module] = {}
     for family, label in (("vanilla", "Transformers MarianMTModel"), ("linked", "linked (attention_link=both)")):
-        for mode in args.modes:
+        for mode in [] if args.end_to_end_only else args.modes:
             tokenizer, models[f"{label} {mode}"] = load_model(str(folders[family]), args.device, mode)
     compiled_names = []
-    if args.compiled:
-        for mode in (canonical_dtype(m, TRANSLATION_DTYPES[1:]) for m in args.compiled.split(",")):
-            if mode != "int8":  # quantized linears do not compile
-                name = f"linked (attention_link=both) {mode}, compiled"
-                _, models[name] = load_model(str(folders["linked"]), args.device, mode, compile="on")
-                compiled_names.append(name)
+    for mode in compiled_modes(args) if not args.end_to_end_only else []:
+        name = f"linked (attention_link=both) {mode}, compiled"
+        _, models[name] = load_model(str(folders["linked"]), args.device, mode, compile="on")
+        compiled_names.append(name)
     compile_seconds: list[str] = []
-    tokens = [tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()]  # CTranslate2 reads token strings
     rows, records = [], []
-    for threads in args.threads:
+    # CTranslate2 reads token strings
+    tokens = [tokenizer.convert_ids_to_tokens(row) for row in ids.tolist()] if models else []
+    for threads in [] if args.end_to_end_only else args.threads:
         torch.set_num_threads(threads)
         systems: dict[str, Callable[[int], Callable[[], object]]] = {
             name: (lambda beams, model=model: hf_runner(model, ids, beams, args.new_tokens))
@@ -340,9 +361,10 @@ def main(argv: list[str] | None = None) -> None:
         "clock": CLOCK_TEXT[args.clock],
     }
     print(header("Translation speed beside CTranslate2", settings, args.device, start))
-    print()
-    columns = ["threads", "search", "system", "target tokens/s", "vs Transformers fp32", "vs CTranslate2 int8"]
-    print(table(columns, rows))
+    if rows:
+        print()
+        columns = ["threads", "search", "system", "target tokens/s", "vs Transformers fp32", "vs CTranslate2 int8"]
+        print(table(columns, rows))
     if compile_seconds:
         print()
         print("First call of each compiled system (compiling included, wall clock): " + "; ".join(compile_seconds))
