@@ -333,6 +333,23 @@ def test_the_seed_interval_is_the_t_interval_of_the_per_seed_differences(experim
     assert comparisons.seed_interval([0.7]) is None
 
 
+def test_a_delta_whose_interval_spans_zero_says_how_many_seeds_would_settle_it(tmp_path, experiments):
+    """By hand, the converged es-en Δ of three seeds (+0.72, +0.91, +1.69: mean 1.107, sd 0.514): at four
+    seeds t(0.975, 3) = 3.182 gives a half-width of 3.182 * 0.514 / 2 = 0.82 < 1.107, at three it is
+    1.28 > 1.107. An interval already clear of 0 needs no more; a mean near 0 needs more than the cap."""
+    comparisons = experiments["comparisons"]
+    assert comparisons.seeds_to_exclude_zero([0.72, 0.91, 1.69]) == 4
+    assert comparisons.seeds_to_exclude_zero([1.0, 1.1, 1.2]) is None  # clear of 0 already
+    assert comparisons.seeds_to_exclude_zero([0.8]) is None  # one seed: no spread to project
+    assert comparisons.seeds_to_exclude_zero([0.1, -0.3, 0.2]) == comparisons.MOST_SEEDS + 1
+    early, converged, finish = early_and_converged(tmp_path, experiments)
+    for seed, (base, link) in {1: (20.0, 20.72), 2: (21.0, 21.91), 3: (20.5, 22.19)}.items():
+        finish(early, "vanilla", seed, base)
+        finish(early, "al_both", seed, link)
+    (note,) = comparisons.seed_spread_note([early], ("vanilla", "al_both"))
+    assert "an interval clear of 0 would take this many seeds: al_both 4 (full train set, 600 steps; 3 ran)." in note
+
+
 def test_the_tuning_table_says_when_the_chosen_value_lies_at_the_ranges_bound(tmp_path, experiments):
     """A value chosen at a bound is the best the grid tried, not a tuned optimum; the page says so under
     the tuning table (and says nothing while the best lies inside the range)."""

@@ -38,6 +38,28 @@ def seed_interval(deltas: list[float], level: float = 0.95) -> tuple[float, floa
     return mean, mean - half, mean + half
 
 
+#: the most seeds `seeds_to_exclude_zero` looks at; a Δ that would need more is "more than" this
+MOST_SEEDS = 50
+
+
+def seeds_to_exclude_zero(deltas: list[float], level: float = 0.95) -> int | None:
+    """The fewest seeds whose ``level`` interval would exclude 0 if the per-seed Δ kept the mean and standard
+    deviation seen so far (the interval's half-width shrinks as t(n - 1) / sqrt(n)); None where it already
+    does, under two seeds, or for a mean of 0; ``MOST_SEEDS + 1`` where more than `MOST_SEEDS` would be
+    needed. A projection from few seeds, whose own spread is uncertain: a guide to the compute, not a
+    prediction of the verdict."""
+    if len(deltas) < 2:
+        return None
+    mean, sd = statistics.mean(deltas), statistics.stdev(deltas)
+    interval = seed_interval(deltas, level)
+    if mean == 0 or interval[1] > 0 or interval[2] < 0:
+        return None
+    for n in range(len(deltas) + 1, MOST_SEEDS + 1):
+        if t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n) < abs(mean):
+            return n
+    return MOST_SEEDS + 1
+
+
 def delta_cell(runs: list[Row], paired: list[Row], p_value: float | None) -> str:
     """A budgets-table cell: the mean Δ over the shared seeds, their number, the seed-level 95% interval
     where two or more seeds ran, and the pooled paired-bootstrap p."""
@@ -272,7 +294,7 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
     of the per-seed Δ over the budgets, and at which). Without it a one-seed Δ with p 0.001 reads as
     settled when another seed could halve it or turn it round."""
     compared = [variant for variant in variants if variant != "vanilla"]
-    one_seed, spread = False, {}
+    one_seed, spread, needed = False, {}, defaultdict(list)
     with_pair = len(compared_pairs(grids)) > 1
     for grid in grids:
         rows_by = grid.rows_by_cell()
@@ -282,6 +304,10 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                 runs, paired = on_shared_seeds(rows_by.get((variant, size), []), rows_by.get(("vanilla", size), []))
                 deltas = [run.test["bleu"] - base.test["bleu"] for run, base in zip(runs, paired)]
                 one_seed |= len(deltas) == 1
+                seeds = seeds_to_exclude_zero(deltas)
+                if seeds is not None:
+                    count = f"more than {MOST_SEEDS}" if seeds > MOST_SEEDS else str(seeds)
+                    needed[variant].append(f"{count} ({budget_label(grid, size, with_pair)}; {len(deltas)} ran)")
                 if len(deltas) > 1 and statistics.stdev(deltas) > spread.get(variant, (-1.0, ""))[0]:
                     spread[variant] = (statistics.stdev(deltas), budget_label(grid, size, with_pair))
     interval_note = (
@@ -289,6 +315,11 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
         "paired differences (t distribution); with three seeds it is wide, and a Δ whose interval spans 0 "
         "is not shown to be a gain or a loss, whatever its p."
     )
+    if needed:
+        interval_note += (
+            " If the per-seed Δ kept the mean and spread seen so far, an interval clear of 0 would take this "
+            f"many seeds: {'; '.join(f'{v} ' + ', '.join(needed[v]) for v in compared if v in needed)}."
+        )
     if not one_seed:
         return [interval_note]
     sentence = interval_note + (
