@@ -262,3 +262,31 @@ def test_translation_speed_runs_compiled_translation_end_to_end_with_the_cache_e
     assert "--compile" not in eager and cold == warm and cold[cold.index("--compile") + 1] == "on"
     cache = Path(cold_env["TORCHINDUCTOR_CACHE_DIR"])
     assert cold_env == warm_env and not cache.exists()  # fresh: nothing there before the first run
+
+
+def test_translation_quality_scores_each_format_and_a_compiled_one_against_fp32(tmp_path, monkeypatch, capsys) -> None:
+    """Each format, and with ``--compiled`` a compiled one, translates the split and gets a row against fp32
+    (a tiny random model with a word-level tokenizer; compiled with the eager backend: a smoke test need
+    not wait for the compiler)."""
+    import json
+
+    from hf_graphtf import inference, translation_modes
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    speed, quality = _load("translation_speed"), _load("translation_quality")
+    shape = speed.Shape(**{**speed.SHAPES["tiny"].__dict__, "vocab": 64})
+    folders = speed.write_models(shape, tmp_path, seed=0)
+    pairs = [{"translation": {"es": f"w{i} w{i + 1} w{i + 2}", "en": f"w{i + 3} w{i + 4}"}} for i in range(2, 8)]
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "test.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs), encoding="utf-8")
+    real = translation_modes.compile_decoding
+    monkeypatch.setattr(inference, "compile_decoding", lambda model: real(model, backend="eager"))
+    argv = ["--model", str(folders["linked"]), "--corpus", str(tmp_path / "corpus"), "--max-new-tokens", "4"]
+    quality.main([*argv, "--beam-size", "2", "--threads", "1", "--modes", "bf16", "--compiled", "fp32"])
+    out = capsys.readouterr().out
+    rows = _table_rows(out)
+    assert [row[0] for row in rows] == ["fp32", "bf16", "fp32, compiled"]
+    assert rows[2][2] == "+0.00"  # compiled fp32 decodes what eager fp32 decodes
+    assert "a compiled format's time includes its compiling" in out
+    with pytest.raises(ValueError, match="not int8"):
+        quality.main([*argv, "--compiled", "int8"])

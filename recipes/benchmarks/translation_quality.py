@@ -3,6 +3,7 @@
     python recipes/benchmarks/translation_quality.py                       # the main job's model, es-en test
     python recipes/benchmarks/translation_quality.py --model outputs/al_both --modes fp32,int8
     python recipes/benchmarks/translation_quality.py --model M --corpus C --max-sentences 50   # a quick look
+    python recipes/benchmarks/translation_quality.py --modes bf16 --compiled bf16                # compiled too
 
 Each format translates the whole split through the package's own `load_model` and `translate_texts` (the
 calls under ``hf-graphtf translate``), with the model's beam (``--beam-size`` to change it); scores are
@@ -25,7 +26,7 @@ from benchmark_page import header, run_start, table
 
 from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.inference import load_model, translate_texts
-from hf_graphtf.translation_modes import QUALITY_TOLERANCE, TRANSLATION_DTYPES, canonical_dtype
+from hf_graphtf.translation_modes import QUALITY_TOLERANCE, TRANSLATION_DTYPES, canonical_dtype, check_compilable
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -41,11 +42,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-sentences", type=int, default=None, help="the first N of the split (default: all)")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--compiled",
+        default="",
+        metavar="MODES",
+        help="also these formats with compiled decoding (translate --compile on), e.g. bf16: what the compiler's "
+        "own rounding costs",
+    )
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     modes = [canonical_dtype(mode, TRANSLATION_DTYPES[1:]) for mode in args.modes.split(",")]
     if "fp32" not in modes:
         modes.insert(0, "fp32")  # the reference every difference is taken from
+    compiled = [canonical_dtype(mode, TRANSLATION_DTYPES[1:]) for mode in args.compiled.split(",") if mode]
+    for mode in compiled:
+        check_compilable(mode)  # int8 is refused here, before a minute of translating
     if args.threads:
         torch.set_num_threads(args.threads)
     start = run_start()
@@ -55,8 +66,11 @@ def main(argv: list[str] | None = None) -> None:
     sources = [pair[args.src_lang] for pair in pairs]
     references = [pair[args.tgt_lang] for pair in pairs]
     scores = {}
-    for mode in modes:
-        tokenizer, model = load_model(args.model, "cpu", mode)
+    runs = [(mode, "off") for mode in modes] + [(mode, "on") for mode in compiled]
+    for mode, compile in runs:
+        tokenizer, model = load_model(args.model, "cpu", mode, compile=compile)
+        if compile == "on":
+            mode = f"{mode}, compiled"
         began = time.perf_counter()
         hypotheses = translate_texts(
             tokenizer,
@@ -95,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
         f"beam {args.beam_size}, up to {args.max_new_tokens} new tokens, batches of {args.batch_size}, sacreBLEU "
         f"{sacrebleu.__version__} (BLEU 13a, chrF) against the target side",
         "speed": "wall-clock time of each whole split, torch threads "
-        f"{torch.get_num_threads()} (a rough guide; translation_speed.py is the controlled comparison)",
+        f"{torch.get_num_threads()} (a rough guide; translation_speed.py is the controlled comparison)"
+        + ("; a compiled format's time includes its compiling" if compiled else ""),
     }
     print(header("Translation quality by format", settings, "cpu", start))
     print()
