@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         seconds = time.perf_counter() - began
         bleu = sacrebleu.corpus_bleu(hypotheses, [references]).score
         chrf = sacrebleu.corpus_chrf(hypotheses, [references]).score
-        scores[mode] = {"bleu": round(bleu, 2), "chrf": round(chrf, 2), "seconds": round(seconds, 1)}
+        scores[mode] = {"bleu": round(bleu, 2), "chrf": round(chrf, 2), "seconds": seconds}
         print(f"{mode}: BLEU {bleu:.2f} chrF {chrf:.2f} ({seconds:.0f} s)", file=sys.stderr)
         del model
 

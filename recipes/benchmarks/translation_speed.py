@@ -360,6 +360,10 @@ def main(argv: list[str] | None = None) -> None:
         "steps": f"{args.warmup} warm-up + {args.steps} measured calls per system, interleaved; medians",
         "clock": CLOCK_TEXT[args.clock],
     }
+    e2e = end_to_end(args, shape, folders, ct2, work) if args.cli_lines else []  # before the header: its run time
+    if args.end_to_end_only:
+        torch.set_num_threads(args.threads[0])  # the header says the children's threads
+        settings = {key: value for key, value in settings.items() if key in ("model", "systems")}
     print(header("Translation speed beside CTranslate2", settings, args.device, start))
     if rows:
         print()
@@ -369,7 +373,6 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print("First call of each compiled system (compiling included, wall clock): " + "; ".join(compile_seconds))
     if args.cli_lines:
-        e2e = end_to_end(args, shape, folders, ct2, work)
         print()
         print(
             f"End to end, {args.cli_lines} lines ({args.length // 2}-{args.length * 3 // 2 - 1} words), beam "
