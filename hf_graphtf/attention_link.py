@@ -205,6 +205,19 @@ def linked_scores_attention(
     return output, weights, CarriedScores(scores if mode == "previous" else linked)
 
 
+def joined_heads(current: torch.Tensor, carried: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[current | carried]`` along the head dimension, shape ``(batch, heads, len, width)``, and `current`
+    to carry on to the next layer.
+
+    The join is laid out in memory as ``(batch, len, heads, width)``, the projections' layout, which fused
+    SDPA kernels read without a copy and write their gradients in. `current` is handed on through the same
+    ``(batch, len, heads, head_dim)`` view the join read, so its two gradients (this layer's and the next
+    one's) are summed in that layout and reach the projection's backward without a contiguity copy."""
+    current_t = current.transpose(1, 2)
+    joined = torch.cat([current_t, carried.transpose(1, 2)], dim=-1).transpose(1, 2)
+    return joined, current_t.transpose(1, 2)
+
+
 def linked_concat_attention(
     module: nn.Module,
     query: torch.Tensor,
@@ -220,11 +233,11 @@ def linked_concat_attention(
 ) -> tuple[torch.Tensor, None, CarriedQueryKey]:
     """SDPA linked attention on head-dim-concatenated queries and keys (no score matrix materialised)."""
     if prev_attn is not None:
-        query_cat = torch.cat([query, prev_attn.queries], dim=-1)
+        query_cat, query = joined_heads(query, prev_attn.queries)
         if key.shape[-1] == query_cat.shape[-1]:  # cross-attention keys cached concatenated (`stores_linked_keys`)
             key_cat, key = key, key[..., : query.shape[-1]]
         else:
-            key_cat = torch.cat([key, prev_attn.keys], dim=-1)
+            key_cat, key = joined_heads(key, prev_attn.keys)
     else:
         query_cat, key_cat = query, key
     kwargs.pop("output_attentions", None)

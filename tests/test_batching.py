@@ -211,7 +211,7 @@ def test_every_process_sees_the_largest_spent_time(tmp_path):
     for process in processes:
         process.start()
     for process in processes:
-        process.join(60)
+        process.join(180)  # two spawned interpreters importing torch: slow on a loaded machine
     assert [process.exitcode for process in processes] == [0, 0]
     assert dict(results) == {0: 12.5, 1: 12.5}
 

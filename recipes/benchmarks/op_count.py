@@ -100,7 +100,7 @@ class _OneSdpa(torch.autograd.Function):
         counter.ops["sdpa"] += 1
         counter.quiet += 1
         try:
-            return sdpa(query, key, value, **kwargs)
+            return _in_fused_layout(sdpa(query, key, value, **kwargs))
         finally:
             counter.quiet -= 1
 
@@ -115,9 +115,34 @@ class _OneSdpa(torch.autograd.Function):
                 output = ctx.sdpa(*inputs, **ctx.kwargs)
             wanted = [tensor for tensor in inputs if tensor.requires_grad]
             grads = iter(torch.autograd.grad(output, wanted, grad_output))
-            return None, None, None, *(next(grads) if tensor.requires_grad else None for tensor in inputs)
+            # a GPU's fused backward writes each gradient in its input's layout (`empty_strided` of the
+            # input's strides in the memory-efficient kernel, `empty_like` in flash): the math kernel's
+            # contiguous ones are laid out so here, inside the one counted op
+            return (
+                None,
+                None,
+                None,
+                *(_laid_out_like(next(grads), tensor) if tensor.requires_grad else None for tensor in inputs),
+            )
         finally:
             counter.quiet -= 1
+
+
+def _in_fused_layout(output: torch.Tensor) -> torch.Tensor:
+    """SDPA's output ``(batch, heads, len, head_dim)`` laid out as a GPU's fused kernels write it (flash,
+    memory-efficient and cuDNN alike: ``(batch, len, heads, head_dim)`` in memory), so that Transformers'
+    ``transpose(1, 2).contiguous()`` after it copies nothing, as on a GPU; the CPU's math kernel, which
+    serves queries wider than values, writes the other layout."""
+    if output.dim() != 4 or output.transpose(1, 2).is_contiguous():
+        return output
+    return output.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def _laid_out_like(grad: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
+    """`grad` copied into a tensor with `tensor`'s strides (where they differ)."""
+    if grad.stride() == tensor.stride():
+        return grad
+    return torch.empty_strided(tensor.shape, tensor.stride(), dtype=grad.dtype, device=grad.device).copy_(grad)
 
 
 class _SdpaAsOneOp(TorchFunctionMode):
@@ -136,7 +161,7 @@ class _SdpaAsOneOp(TorchFunctionMode):
             self.counter.ops["sdpa"] += 1
             self.counter.quiet += 1
             try:
-                return func(query, key, value, **kwargs)
+                return _in_fused_layout(func(query, key, value, **kwargs))
             finally:
                 self.counter.quiet -= 1
         return func(*args, **kwargs)
