@@ -283,7 +283,8 @@ def main() -> None:
     base = rows["vanilla"]
     settings = {
         "model": f"{args.family}, {COUNT_SHAPE.describe()}, batch {COUNT_SHAPE.batch_size}, float32, sdpa",
-        "counted": "aten ops that launch a kernel (views left out), SDPA as one op each way; a training step is "
+        "counted": "aten ops that launch a kernel (views left out), SDPA as one op each way (its output and "
+        "gradients laid out as a GPU's fused kernels write them); a training step is "
         "forward, backward and AdamW (foreach); a decode step is one greedy token with a filled KV cache; "
         "the link on its concat kernel (what `auto` picks on a GPU); saved activations: the bytes autograd saves "
         "in a training forward, weights left out",
