@@ -144,6 +144,24 @@ def project_qkv(
     return query, key, value
 
 
+#: model type (a substring of it: vanilla and graph_ forms alike) -> the first Transformers release whose vanilla
+#: code decodes with a static cache under `torch.compile(fullgraph=True)`. Follows
+#: `M2M100SinusoidalPositionalEmbedding.forward`: before 5.20.0 it branches on the cache's length, a tensor in a
+#: static cache, which the compiler cannot trace (a data-dependent branch error at the first step).
+COMPILED_DECODING_SINCE = {"m2m_100": "5.20.0"}
+
+
+def compiled_decoding_refusal(model_type: str, installed: str = transformers.__version__) -> str | None:
+    """Why decoding a `model_type` model cannot be compiled on the `installed` Transformers, or None if it can."""
+    for name, since in COMPILED_DECODING_SINCE.items():
+        if name in model_type and version.parse(installed).release < version.parse(since).release:
+            return (
+                f"compiled decoding of {model_type} models needs transformers >= {since} (its position embeddings "
+                f"branch on the cache length before that); installed: {installed}. Decode without --compile."
+            )
+    return None
+
+
 def eager_attention(module: nn.Module, query, key, value, attention_mask, dropout: float, scaling: float):
     """Scores, mask, softmax, dropout and the weighted sum, as Transformers' ``eager_attention_forward`` of
     the Marian/BART modules (5.0-5.24), taking boolean masks as well as additive ones."""
@@ -214,6 +232,7 @@ __all__ = [
     "cache_kwargs",
     "capture_outputs",
     "causal_mask",
+    "compiled_decoding_refusal",
     "create_bidirectional_mask",
     "decoder_stack_output",
     "eager_attention",

@@ -196,10 +196,16 @@ def compile_decoding(model: Any, *, backend: str = "inductor") -> Any:
     its own loop only for greedy and sampling on CUDA). In float32 the outputs equal eager decoding's
     (tests/test_compiled_decoding.py); in bf16 the compiler's fused kernels round differently, and some
     translations change (16 of 40 lines of the quickstart model), though not its test BLEU (+0.03 against
-    fp32; RESULTS.md, "Compiled decoding"). int8 models are refused: their quantized linears do not compile."""
+    fp32; RESULTS.md, "Compiled decoding"). int8 models are refused: their quantized linears do not compile;
+    so are M2M100/NLLB models on Transformers before 5.20 (`transformers_seam.compiled_decoding_refusal`)."""
     import torch
 
+    from .transformers_seam import compiled_decoding_refusal
+
     check_compilable(getattr(getattr(model, "translation_mode", None), "dtype", "fp32"))
+    refusal = compiled_decoding_refusal(model.config.model_type)
+    if refusal is not None:  # said before the first batch, not as a compiler trace at it
+        raise ValueError(refusal)
     model.generation_config.cache_implementation = "static"
     model.forward = torch.compile(model.forward, fullgraph=True, backend=backend)
     return model

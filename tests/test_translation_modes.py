@@ -202,3 +202,20 @@ def cli_inference():
     from hf_graphtf import inference
 
     return inference
+
+
+def test_compiled_decoding_of_nllb_models_is_refused_where_transformers_cannot_trace_it(monkeypatch):
+    """M2M100/NLLB position embeddings branch on the cache length before Transformers 5.20, which a static cache
+    makes a tensor: compiling decoding there would fail at the first step with a compiler trace. It is refused
+    before any translating, naming the release; other families and newer releases compile."""
+    from hf_graphtf import transformers_seam
+
+    refusal = transformers_seam.compiled_decoding_refusal
+    assert "transformers >= 5.20.0" in refusal("graph_m2m_100", installed="5.19.0")
+    assert "installed: 5.17.0" in refusal("m2m_100", installed="5.17.0")
+    assert refusal("graph_m2m_100", installed="5.20.0") is None
+    assert refusal("graph_marian", installed="5.17.0") is None
+    monkeypatch.setitem(transformers_seam.COMPILED_DECODING_SINCE, "m2m_100", "99.0.0")
+    with pytest.raises(ValueError, match="needs transformers >= 99.0.0"):
+        translation_modes.compile_decoding(matrix.tiny_model("m2m_100", {}), backend="eager")
+    translation_modes.compile_decoding(matrix.tiny_model("marian", {}), backend="eager")  # not refused
