@@ -272,14 +272,9 @@ class LinkedAttentionMixin:
         sums_scores = use_score_path(
             config.attention_link_kernel, implementation, hidden_states, prev_attn, attentions_requested(self, kwargs)
         )
-        cache, carried_keys = take_cache(kwargs), None
-        if (
-            cache is not None
-            and key_value_states is not None
-            and not sums_scores
-            and stores_linked_keys(config, prev_attn)
-        ):
-            carried_keys = prev_attn.keys
+        cache = take_cache(kwargs)
+        stores = stores_linked_keys(config, prev_attn, cache, key_value_states, sums_scores)
+        carried_keys = prev_attn.keys if stores else None
         query, key, value = project_qkv(self, hidden_states, key_value_states, cache, carried_keys)
         if sums_scores:
             attend = linked_scores_attention
@@ -300,14 +295,22 @@ class LinkedAttentionMixin:
         return output, weights, carry
 
 
-def stores_linked_keys(config, prev_attn: LinkCarry) -> bool:
-    """Whether cross-attention on the concat kernel stores its keys in the KV cache already concatenated
-    with the carried ones, so a decoding step reads them instead of concatenating them again (one op fewer
-    per linked cross-attention layer and step). Only with a cache: without one (training) the keys are made
-    anew at every call and are concatenated where they always were. Only in ``previous`` mode: there the
-    stored keys are twice the width; in ``cumulative`` mode layer n's would be n + 1 times, for the whole
-    `generate`."""
-    return isinstance(prev_attn, CarriedQueryKey) and config.attention_link_mode == "previous"
+def stores_linked_keys(
+    config, prev_attn: LinkCarry, cache: Any, key_value_states: torch.Tensor | None, sums_scores: bool
+) -> bool:
+    """Whether this call, cross-attention (``key_value_states``) on the concat kernel (not `sums_scores`),
+    stores its keys in the KV cache already concatenated with the carried ones, so a decoding step reads
+    them instead of concatenating them again (one op fewer per linked cross-attention layer and step). Only
+    with a cache: without one (training) the keys are made anew at every call and are concatenated where
+    they always were. Only in ``previous`` mode: there the stored keys are twice the width; in
+    ``cumulative`` mode layer n's would be n + 1 times, for the whole `generate`."""
+    return (
+        cache is not None
+        and key_value_states is not None
+        and not sums_scores
+        and isinstance(prev_attn, CarriedQueryKey)
+        and config.attention_link_mode == "previous"
+    )
 
 
 def use_score_path(

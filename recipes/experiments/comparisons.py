@@ -48,12 +48,13 @@ def seeds_to_exclude_zero(deltas: list[float], level: float = 0.95) -> int | Non
     does, under two seeds, or for a mean of 0; ``MOST_SEEDS + 1`` where more than `MOST_SEEDS` would be
     needed. A projection from few seeds, whose own spread is uncertain: a guide to the compute, not a
     prediction of the verdict."""
-    if len(deltas) < 2:
-        return None
-    mean, sd = statistics.mean(deltas), statistics.stdev(deltas)
     interval = seed_interval(deltas, level)
-    if mean == 0 or interval[1] > 0 or interval[2] < 0:
+    if interval is None:
         return None
+    mean, low, high = interval
+    if mean == 0 or low > 0 or high < 0:
+        return None
+    sd = statistics.stdev(deltas)
     for n in range(len(deltas) + 1, MOST_SEEDS + 1):
         if t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n) < abs(mean):
             return n
