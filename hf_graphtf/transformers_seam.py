@@ -24,6 +24,7 @@ from torch import nn
 # Followed since 5.0: the mask builders and the fused SDPA call of the attention interface.
 # Followed since 5.0: the initialisers that skip a tensor loaded from a checkpoint (`_is_hf_initialized`),
 # which `_init_weights` must use so a parameter missing from a checkpoint is set and a loaded one kept.
+from transformers import M2M100Config
 from transformers import initialization as hf_init
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -148,7 +149,7 @@ def project_qkv(
 #: code decodes with a static cache under `torch.compile(fullgraph=True)`. Follows
 #: `M2M100SinusoidalPositionalEmbedding.forward`: before 5.20.0 it branches on the cache's length, a tensor in a
 #: static cache, which the compiler cannot trace (a data-dependent branch error at the first step).
-COMPILED_DECODING_SINCE = {"m2m_100": "5.20.0"}
+COMPILED_DECODING_SINCE = {M2M100Config.model_type: "5.20.0"}
 
 
 def compiled_decoding_refusal(model_type: str, installed: str = transformers.__version__) -> str | None:
