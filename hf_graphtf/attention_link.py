@@ -38,6 +38,7 @@ Transformers.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from typing import Any, NamedTuple
@@ -46,6 +47,7 @@ import torch
 from torch import nn
 
 from .layer_blocks import add_and_norm, attentions_requested, feed_forward, normalizes_before, sublayer_input
+from .saved_joins import Join, joins_saved_as_halves, saves_halves
 from .transformers_seam import (
     cache_kwargs,
     is_torchdynamo_compiling,
@@ -218,6 +220,15 @@ def joined_heads(current: torch.Tensor, carried: torch.Tensor) -> tuple[torch.Te
     return joined, current_t.transpose(1, 2)
 
 
+def _join_again(current: torch.Tensor, carried: torch.Tensor) -> torch.Tensor:
+    """A join `joined_heads` made, made again in the same memory layout (for backward: `saved_joins`)."""
+    return joined_heads(current, carried)[0]
+
+
+#: no saved-tensor hooks: autograd saves the joins themselves
+_as_usual = contextlib.nullcontext()
+
+
 def linked_concat_attention(
     module: nn.Module,
     query: torch.Tensor,
@@ -232,18 +243,25 @@ def linked_concat_attention(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None, CarriedQueryKey]:
     """SDPA linked attention on head-dim-concatenated queries and keys (no score matrix materialised)."""
+    joins: list[Join] = []  # the joins made here, which autograd may keep as their halves
     if prev_attn is not None:
         query_cat, query = joined_heads(query, prev_attn.queries)
+        joins.append((query_cat, functools.partial(_join_again, query, prev_attn.queries)))
         if key.shape[-1] == query_cat.shape[-1]:  # cross-attention keys cached concatenated (`stores_linked_keys`)
             key_cat, key = key, key[..., : query.shape[-1]]
         else:
             key_cat, key = joined_heads(key, prev_attn.keys)
+            joins.append((key_cat, functools.partial(_join_again, key, prev_attn.keys)))
     else:
         query_cat, key_cat = query, key
     kwargs.pop("output_attentions", None)
-    output, _ = sdpa_attention_forward(
-        module, query_cat, key_cat, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-    )
+    # in previous mode a join's halves live on anyway (the next layer joins this layer's); in cumulative mode
+    # the join itself is the carry, which the next layer's join keeps
+    saving = joins_saved_as_halves(joins) if mode == "previous" and saves_halves(query_cat, key_cat) else _as_usual
+    with saving:
+        output, _ = sdpa_attention_forward(
+            module, query_cat, key_cat, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     carry = CarriedQueryKey(query, key) if mode == "previous" else CarriedQueryKey(query_cat, key_cat)
     return output, None, carry
 

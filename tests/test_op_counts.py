@@ -51,16 +51,15 @@ def ratios() -> dict[str, dict[str, float]]:
 #: (variant, measure) -> the ratio to vanilla measured when the guard was set (torch 2.13, transformers 5.23),
 #: with 0.02 of room for other releases' op choices
 TODAY = {
-    ("al-prev-both", "training"): 1.10,
+    ("al-prev-both", "training"): 1.14,
     ("al-prev-both", "decode"): 1.06,
-    ("al-prev-both", "saved"): 1.29,
+    ("al-prev-both", "saved"): 1.00,
     ("graph-half+gate", "training"): 1.21,
     ("graph-half+gate", "decode"): 1.00,
 }
 #: the targets of the GPU work not met yet (the link on its concat kernel); met ones are held in TODAY and below
 TARGETS = {
     ("al-prev-both", "training"): 1.08,
-    ("al-prev-both", "saved"): 1.05,
 }
 
 
@@ -70,15 +69,21 @@ def test_a_step_dispatches_no_more_ops_than_today(ratios, variant, measure):
 
 
 @pytest.mark.parametrize(("variant", "measure"), sorted(TARGETS))
-@pytest.mark.xfail(strict=True, reason="the leaner linked training step is not built yet")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the link's joins and the sums of its queries' and keys' two gradients; keeping the joins as halves "
+    "(vanilla's memory) joins them again in backward",
+)
 def test_a_step_meets_the_gpu_target(ratios, variant, measure):
     assert ratios[variant][measure] <= TARGETS[variant, measure], ratios[variant]
 
 
 def test_the_met_targets_hold(ratios):
-    """The concat kernel's greedy decode step at most 1.10x vanilla's ops; a graph half-dim + gate training
-    step, on the fused group path a GPU takes, at most 1.25x."""
+    """The concat kernel's greedy decode step at most 1.10x vanilla's ops, and a linked training step saves at
+    most 1.05x vanilla's activations (its joins kept as halves, `hf_graphtf.saved_joins`); a graph half-dim +
+    gate training step, on the fused group path a GPU takes, at most 1.25x the ops."""
     assert ratios["al-prev-both"]["decode"] <= 1.10
+    assert ratios["al-prev-both"]["saved"] <= 1.05
     assert ratios["graph-half+gate"]["training"] <= 1.25
 
 
@@ -101,10 +106,28 @@ def test_sdpa_counts_as_one_op_each_way_with_its_own_gradients():
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
 
-def test_saved_bytes_count_activations_not_the_weights():
-    """A linear layer on an input that wants gradients saves the input and its weight; only the input is an
-    activation (the weight lives anyway)."""
+def test_saved_bytes_count_what_the_forward_leaves_alive_not_the_weights():
+    """A linear layer on a ReLU's output keeps that output (the ReLU and the linear layer both save it) and its
+    weight; only the ReLU's output is an activation the forward made (the weight and the input live anyway),
+    and the linear layer's output, which nothing saves, is gone once the loss is taken."""
     linear = torch.nn.Linear(16, 32)
     inputs = torch.randn(8, 16, requires_grad=True)
-    saved = op_count.saved_bytes(lambda: linear(inputs).sum(), linear.parameters())
+    saved = op_count.saved_bytes(lambda: linear(torch.relu(inputs)).sum(), linear.parameters())
     assert saved == inputs.untyped_storage().nbytes()
+
+
+def test_saved_bytes_count_a_join_kept_as_halves_as_its_halves():
+    """The link's joins kept as their halves (`hf_graphtf.saved_joins`) count as the halves, which outlive
+    the call, and not as the join, which does not."""
+    from hf_graphtf.attention_link import joined_heads
+    from hf_graphtf.saved_joins import joins_saved_as_halves
+
+    inputs = torch.randn(2, 3, 4, 5, requires_grad=True)
+
+    def forward():
+        current, carried = inputs * 2, inputs * 3
+        joined, _ = joined_heads(current, carried)
+        with joins_saved_as_halves([(joined, lambda: joined_heads(current, carried)[0])]):
+            return (joined * joined).sum()
+
+    assert op_count.saved_bytes(forward, []) == 2 * inputs.untyped_storage().nbytes()

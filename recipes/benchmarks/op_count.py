@@ -5,8 +5,8 @@ ratio to vanilla follows the number of kernels a step launches, and that number 
 This counts the aten ops a step dispatches (forward, backward and the optimizer's step) with a
 `TorchDispatchMode`, counting each scaled-dot-product attention as one op forward and one backward
 whatever kernel the CPU would pick (its flash kernel refuses the link's wider queries and keys, and its math
-fallback would count as a dozen ops a GPU runs as one). It also measures the bytes autograd saves for
-backward, the activation memory a training step holds at its peak.
+fallback would count as a dozen ops a GPU runs as one). It also measures the bytes a training forward leaves
+alive for backward, the activation memory a training step holds at its peak.
 
     python recipes/benchmarks/op_count.py                  # the table, 6+6 layers, batch 4
     python recipes/benchmarks/op_count.py --variants al-prev-both
@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import gc
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -107,10 +109,11 @@ class _OneSdpa(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         counter = ctx.counter
+        saved = ctx.saved_tensors  # counted: a kernel's saved inputs may be made again here (`saved_joins`)
         counter.ops["sdpa_backward"] += 1
         counter.quiet += 1
         try:
-            inputs = [tensor.detach().requires_grad_(tensor.requires_grad) for tensor in ctx.saved_tensors]
+            inputs = [tensor.detach().requires_grad_(tensor.requires_grad) for tensor in saved]
             with torch.enable_grad():
                 output = ctx.sdpa(*inputs, **ctx.kwargs)
             wanted = [tensor for tensor in inputs if tensor.requires_grad]
@@ -176,22 +179,41 @@ def count_ops(step: Callable[[], object]) -> Counter[str]:
 
 
 def saved_bytes(forward: Callable[[], torch.Tensor], parameters: Iterable[torch.Tensor]) -> int:
-    """Bytes of the distinct tensors autograd saves for backward during `forward()` (the activations a
-    training step holds at its peak); tensors in the storage of one of `parameters` (the weights, and views
-    of them such as a transposed weight), which are saved too but live anyway, are left out."""
+    """Bytes of the storages `forward()` makes that are still alive when it has returned its loss: what autograd
+    keeps for backward, the activation memory a training step holds at its peak. Storages of `parameters` (the
+    weights, and views of them such as a transposed weight), saved too but alive anyway, and the loss itself are
+    left out. SDPA saves its inputs, as a GPU's fused kernels do (the CPU's math kernel, which serves the link's
+    wider queries and keys, would save its score matrices).
+
+    Counted from the storages alive, not from what autograd's saved-tensor hooks are handed, so that a saved
+    tensor kept in another form (the link's joins kept as their halves, `hf_graphtf.saved_joins`, which steps
+    aside under other hooks) is counted as what it really holds."""
     weights = {parameter.untyped_storage().data_ptr() for parameter in parameters}
-    storages: dict[int, int] = {}
-
-    def pack(tensor: torch.Tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in weights:
-            storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+    made = _StoragesMade()
+    with _SdpaAsOneOp(_OpCounter()), made:  # SDPA saves its inputs, as a GPU's fused kernels do
         loss = forward()
+    gc.collect()
+    alive = {id(storage): storage for storage in (ref() for ref in made.storages.values()) if storage is not None}
+    left_out = weights | {loss.untyped_storage().data_ptr()}
+    total = sum(storage.nbytes() for storage in alive.values() if storage.data_ptr() not in left_out)
     del loss
-    return sum(storages.values())
+    return total
+
+
+class _StoragesMade(TorchDispatchMode):
+    """Keeps a weak reference to the storage of every tensor an op returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.storages: dict[int, weakref.ref] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for tensor in torch.utils._pytree.tree_leaves(result):
+            if isinstance(tensor, torch.Tensor):
+                storage = tensor.untyped_storage()
+                self.storages[id(storage)] = weakref.ref(storage)
+        return result
 
 
 @dataclass(frozen=True)
@@ -286,8 +308,8 @@ def main() -> None:
         "counted": "aten ops that launch a kernel (views left out), SDPA as one op each way (its output and "
         "gradients laid out as a GPU's fused kernels write them); a training step is "
         "forward, backward and AdamW (foreach); a decode step is one greedy token with a filled KV cache; "
-        "the link on its concat kernel (what `auto` picks on a GPU); saved activations: the bytes autograd saves "
-        "in a training forward, weights left out",
+        "the link on its concat kernel (what `auto` picks on a GPU); saved activations: the bytes of the storages a "
+        "training forward leaves alive for backward (SDPA saving its inputs, as fused kernels do), weights left out",
     }
     print(header("Dispatched ops per step and saved activations: variant / vanilla", settings, "cpu", start))
     print()
