@@ -8,7 +8,10 @@ the concatenated queries and keys computes the linked scores without materialisi
 arithmetic both kernels give the same logits; in bf16 they round differently. The tolerance: the
 relative L2 distance between the two kernels' logits must stay below 2% (a bf16 mantissa holds about
 0.4%, and six layers of rounding compound), and greedy decoding must agree on at least 95% of tokens.
-It also lists which SDPA backends accept queries and keys wider than the values, on this torch.
+It also lists which SDPA backends accept queries and keys wider than the values, on this torch, and checks
+that a training step on the concat kernel keeps its joins for backward as their halves with the kernel this
+device runs (`hf_graphtf.saved_joins`): joins are made again in backward, the gradients are those of a step
+that keeps the joins, and the step's peak memory is no higher.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -23,10 +27,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from common import SHAPES, Variant, build_model, random_batch  # noqa: E402
 from sdpa_backends import forced_answers  # noqa: E402  (beside this script)
 
+from hf_graphtf import attention_link  # noqa: E402
 from hf_graphtf.variants import variant_options  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 RELATIVE_L2, TOKEN_AGREEMENT = 0.02, 0.95
+#: the gradients of a step keeping halves against one keeping joins: the same arithmetic, so only a backward
+#: kernel's own run-to-run spread (atomics) separates them
+GRADIENT_L2 = 1e-2
 VARIANTS = {name: variant_options(name) for name in ("al-prev-both", "al-cum-both")}  # hf_graphtf.variants
 
 
@@ -36,6 +44,50 @@ def sdpa_backends_accepting_wider_keys(device: str, dtype: torch.dtype) -> dict[
     q = torch.randn(2, 4, 16, 128, device=device, dtype=dtype)
     v = torch.randn(2, 4, 16, 64, device=device, dtype=dtype)
     return forced_answers(q, q, v)
+
+
+def saved_joins_check(device: str, dtype: torch.dtype, shape) -> tuple[str, bool]:
+    """One training step of the previous-mode link on the concat kernel, keeping its joins as halves and
+    keeping the joins: (a table row, whether it passed). On a CPU the math kernel, which serves queries and
+    keys wider than values, saves no join, so nothing is made again there."""
+    model = build_model(
+        Variant("al-prev-both", "al", VARIANTS["al-prev-both"]), shape, seed=0, attn_implementation="sdpa",
+        device=device, dtype=dtype, link_kernel="concat",
+    ).train()  # fmt: skip
+    batch = random_batch(shape, seed=0, device=device)
+    rejoins = []
+    join_again = attention_link._join_again
+
+    def counted(*halves):
+        rejoins.append(1)
+        return join_again(*halves)
+
+    def step(keep_halves: bool) -> tuple[torch.Tensor, float | None]:
+        model.zero_grad(set_to_none=True)
+        on_cuda = device.startswith("cuda")
+        if on_cuda:
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+        halves = mock.patch.object(attention_link, "_join_again", counted)
+        joins = mock.patch.object(attention_link, "saves_halves", lambda *tensors: False)
+        torch.manual_seed(0)  # the same dropout draws in both steps
+        with halves if keep_halves else joins:
+            model(**batch).loss.backward()
+        peak = torch.cuda.max_memory_allocated(device) / 2**20 if on_cuda else None
+        grads = torch.cat([p.grad.float().flatten() for p in model.parameters() if p.grad is not None])
+        return grads, peak
+
+    kept_joins, joins_peak = step(keep_halves=False)
+    kept_halves, halves_peak = step(keep_halves=True)
+    distance = (torch.linalg.vector_norm(kept_halves - kept_joins) / torch.linalg.vector_norm(kept_joins)).item()
+    peaks = "-" if halves_peak is None else f"{halves_peak:,.0f} / {joins_peak:,.0f} MiB"
+    if device.startswith("cuda"):
+        passed = bool(rejoins) and distance < GRADIENT_L2 and halves_peak <= joins_peak
+        verdict = "PASS" if passed else "MISS"
+    else:
+        passed, verdict = distance < GRADIENT_L2, "n/a (the CPU's math kernel saves no join)"
+    row = f"| al-prev-both | {len(rejoins)} | {distance:.2e} (< {GRADIENT_L2}) | {peaks} | {verdict} |"
+    return row, passed
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -73,6 +125,12 @@ def main(argv: list[str] | None = None) -> None:
         failed |= not passed
         print(f"| {variant} | {distance:.2e} (< {RELATIVE_L2}) | {agree:.1%} (>= {TOKEN_AGREEMENT:.0%}) | "
               f"{'PASS' if passed else 'MISS'} |")  # fmt: skip
+    print("\nA training step keeping its joins as halves against one keeping the joins:\n")
+    print("| variant | joins made again in backward | relative L2 of gradients | peak, halves / joins | verdict |")
+    print("|---|---|---|---|---|")
+    row, passed = saved_joins_check(args.device, dtype, shape)
+    failed |= not passed
+    print(row)
     print("\nSDPA backends, queries/keys of head dim 128 against values of 64:\n")
     for backend, answer in sdpa_backends_accepting_wider_keys(args.device, dtype).items():
         print(f"- {backend}: {answer}")

@@ -9,7 +9,8 @@
 #      (recipes/gpu/sdpa_backends.py);
 #   b. correctness, about 1.5 minutes: `hf-graphtf check` on CUDA in bfloat16 (float32 passed in the first
 #      lease; the graph layers' fused path now runs there), and the link's concat kernel against the eager
-#      score sum in bf16;
+#      score sum in bf16, with a training step keeping its joins as halves on this device's SDPA kernel
+#      (made again in backward, the same gradients, no higher peak);
 #   c. sweep, about 2.5 minutes: training throughput, peak memory, ops per step and GPU busy of vanilla, the
 #      link and graph half-dim + gate in bf16 at the papers' shape, at 4K, 16K and 32K target tokens a step;
 #   d. translation, about 2.5 minutes: the linked model beside vanilla in fp32 and bf16, eager, and compiled
