@@ -213,7 +213,8 @@ def test_translation_speed_runs_without_ctranslate2_and_says_so(monkeypatch, cap
 
 def test_translation_speed_times_compiled_decoding_with_its_compile_time_apart(monkeypatch, capsys) -> None:
     """``--compiled`` adds the linked model with compiled decoding and says its first call's time apart
-    (compiled here with the eager backend: a smoke test need not wait for the compiler)."""
+    (compiled here with the eager backend: a smoke test need not wait for the compiler); ``--compiled int8``
+    is refused when the arguments are read."""
     from hf_graphtf import inference, translation_modes
 
     monkeypatch.syspath_prepend(str(BENCHMARKS))
@@ -228,6 +229,9 @@ def test_translation_speed_times_compiled_decoding_with_its_compile_time_apart(m
     assert "linked (attention_link=both) fp32, compiled" in systems
     assert not any("int8, compiled" in system for system in systems)
     assert "First call of each compiled system" in out
+    with pytest.raises(SystemExit):  # asked for by name, int8 is refused, not left out
+        speed.main([*argv, "--compiled", "int8"])
+    assert "not int8: quantized linears do not compile" in capsys.readouterr().err
 
 
 def test_translation_speed_runs_compiled_translation_end_to_end_with_the_cache_empty_then_filled(
@@ -288,5 +292,6 @@ def test_translation_quality_scores_each_format_and_a_compiled_one_against_fp32(
     assert [row[0] for row in rows] == ["fp32", "bf16", "fp32, compiled"]
     assert rows[2][2] == "+0.00"  # compiled fp32 decodes what eager fp32 decodes
     assert "a compiled format's time includes its compiling" in out
-    with pytest.raises(ValueError, match="not int8"):
+    with pytest.raises(SystemExit):
         quality.main([*argv, "--compiled", "int8"])
+    assert "not int8: quantized linears do not compile" in capsys.readouterr().err

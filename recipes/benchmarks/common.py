@@ -23,6 +23,7 @@ except ImportError:  # a checkout without `pip install -e .`: the package is two
     import hf_graphtf  # noqa: F401
 
 from hf_graphtf.families import FAMILIES
+from hf_graphtf.translation_modes import TRANSLATION_DTYPES, canonical_dtype, check_compilable
 from hf_graphtf.variants import variant_options
 
 PAD, EOS, BOS = 0, 1, 2
@@ -220,6 +221,19 @@ def random_batch(
 def target_tokens(batch: dict[str, torch.Tensor]) -> int:
     """Real (non-pad) target tokens: the unit of training throughput."""
     return int((batch["labels"] != -100).sum())
+
+
+def compiled_formats(spec: str) -> list[str]:
+    """``--compiled``'s formats (``"fp32,bf16"``) in the package's spelling, for argparse's ``type``: a
+    format outside the float ones, or int8, whose quantized linears do not compile, is refused by name when
+    the arguments are read, before a model loads."""
+    try:
+        formats = [canonical_dtype(mode, TRANSLATION_DTYPES[1:]) for mode in spec.split(",") if mode]
+        for mode in formats:
+            check_compilable(mode)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+    return formats
 
 
 def add_common_args(parser: argparse.ArgumentParser, *, default_size: str, default_steps: int, default_warmup: int):

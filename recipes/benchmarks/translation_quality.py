@@ -23,10 +23,11 @@ from pathlib import Path
 import sacrebleu
 import torch
 from benchmark_page import header, run_start, table
+from common import compiled_formats
 
 from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.inference import load_model, translate_texts
-from hf_graphtf.translation_modes import QUALITY_TOLERANCE, TRANSLATION_DTYPES, canonical_dtype, check_compilable
+from hf_graphtf.translation_modes import QUALITY_TOLERANCE, TRANSLATION_DTYPES, canonical_dtype
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument(
         "--compiled",
-        default="",
+        type=compiled_formats,
+        default=[],
         metavar="MODES",
         help="also these formats with compiled decoding (translate --compile on), e.g. bf16: what the compiler's "
         "own rounding costs",
@@ -54,9 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     modes = [canonical_dtype(mode, TRANSLATION_DTYPES[1:]) for mode in args.modes.split(",")]
     if "fp32" not in modes:
         modes.insert(0, "fp32")  # the reference every difference is taken from
-    compiled = [canonical_dtype(mode, TRANSLATION_DTYPES[1:]) for mode in args.compiled.split(",") if mode]
-    for mode in compiled:
-        check_compilable(mode)  # int8 is refused here, before a minute of translating
+    compiled = args.compiled  # int8 was refused when the arguments were read, before a minute of translating
     if args.threads:
         torch.set_num_threads(args.threads)
     start = run_start()

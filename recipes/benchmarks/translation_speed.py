@@ -45,7 +45,7 @@ from pathlib import Path
 
 import torch
 from benchmark_page import header, run_start, table
-from common import SHAPES, Shape, config_kwargs, synchronizer
+from common import SHAPES, Shape, compiled_formats, config_kwargs, synchronizer
 from measure import CLOCK_TEXT, interleaved
 
 from hf_graphtf.inference import load_model
@@ -197,7 +197,7 @@ def end_to_end(args, shape: Shape, folders: dict[str, Path], ct2: dict[str, Path
         output = work / f"out-{mode}.txt"
         command = [*translate, "--threads", str(threads), "--dtype", mode, "--output", str(output)]
         jobs.append((f"hf-graphtf translate, linked, --dtype {mode}", command, output, {}))
-    for mode in compiled_modes(args):
+    for mode in args.compiled:
         cache = {"TORCHINDUCTOR_CACHE_DIR": str(work / f"compiler-cache-{mode}")}  # empty until the first run
         output = work / f"out-{mode}-compiled.txt"
         command = [*translate, "--threads", str(threads), "--dtype", mode, "--compile", "on", "--output", str(output)]
@@ -213,14 +213,6 @@ def end_to_end(args, shape: Shape, folders: dict[str, Path], ct2: dict[str, Path
         produced = len(output.read_text(encoding="utf-8").split())  # one word-level token per word
         rows.append([name, f"{produced:,}", f"{seconds:.1f}", f"{produced / seconds:.0f}"])
     return rows
-
-
-def compiled_modes(args) -> list[str]:
-    """The formats of ``--compiled`` (int8 left out: quantized linears do not compile)."""
-    if not args.compiled:
-        return []
-    modes = (canonical_dtype(mode, TRANSLATION_DTYPES[1:]) for mode in args.compiled.split(","))
-    return [mode for mode in modes if mode != "int8"]
 
 
 def ctranslate2_version() -> str:
@@ -249,11 +241,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--compiled",
         nargs="?",
-        const="fp32,bf16",
-        default="",
+        type=compiled_formats,
+        const=["fp32", "bf16"],
+        default=[],
         metavar="MODES",
         help="also the linked model with compiled decoding (static cache, torch.compile: translate --compile on) "
-        "in these of --modes (default: the float ones), its compile time said apart",
+        "in these formats (without a value: fp32,bf16; int8 is refused, its quantized linears do not compile), "
+        "its compile time said apart",
     )
     parser.add_argument("--steps", type=int, default=3, help="measured calls per system (after warm-up)")
     parser.add_argument("--warmup", type=int, default=1)
@@ -296,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
         for mode in [] if args.end_to_end_only else args.modes:
             tokenizer, models[f"{label} {mode}"] = load_model(str(folders[family]), args.device, mode)
     compiled_names = []
-    for mode in compiled_modes(args) if not args.end_to_end_only else []:
+    for mode in args.compiled if not args.end_to_end_only else []:
         name = f"linked (attention_link=both) {mode}, compiled"
         _, models[name] = load_model(str(folders["linked"]), args.device, mode, compile="on")
         compiled_names.append(name)
