@@ -47,7 +47,10 @@ def other_hooks_active() -> bool:
     enabled = getattr(autograd, "_saved_tensors_hooks_is_enabled", None)
     if top is None or enabled is None:
         return True
-    return not enabled() or top(False) is not None
+    try:
+        return not enabled() or top(False) is not None
+    except TypeError:  # a release that changed the signature: keep out, as above
+        return True
 
 
 def saves_halves(*tensors: torch.Tensor) -> bool:

@@ -174,3 +174,18 @@ def test_other_saved_tensor_hooks_keep_the_joins():
     with torch.no_grad():
         assert not saved_joins.saves_halves(wants)
     assert not saved_joins.saves_halves(torch.ones(2))
+
+
+def test_a_torch_without_the_hooks_record_keeps_the_joins(monkeypatch):
+    """Where torch's record of active hooks is missing or reads differently, the joins are kept: memory as
+    before, never a halves-saving that shadows hooks it cannot see."""
+    monkeypatch.delattr(torch._C._autograd, "_top_saved_tensors_default_hooks")
+    assert saved_joins.other_hooks_active()
+    monkeypatch.undo()
+
+    def changed(*args):
+        raise TypeError("takes no arguments")
+
+    monkeypatch.setattr(torch._C._autograd, "_top_saved_tensors_default_hooks", changed)
+    assert saved_joins.other_hooks_active()
+    assert not saved_joins.saves_halves(torch.ones(2, requires_grad=True))
