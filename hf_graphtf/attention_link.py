@@ -30,7 +30,9 @@ Both work with the KV cache: the carried keys of layer n-1 are that layer's full
 and the carried queries or scores are those of the rows being decoded now, so incremental decoding
 sees exactly the rows a full forward pass would. On the concat kernel in ``previous`` mode, cross-attention
 stores its keys in the cache already concatenated with the carried ones (`stores_linked_keys`): the
-encoder's keys do not change while decoding, so their concatenation is made once per `generate`.
+encoder's keys do not change while decoding, so their concatenation is made once per `generate`. In training,
+autograd keeps a previous-mode layer's concatenations for backward as their two halves, which live on anyway,
+and concatenates them again there (`saved_joins`), so a linked step saves what a vanilla one does.
 
 This module travels with saved checkpoints (``trust_remote_code``): it imports only torch and
 Transformers.
@@ -257,7 +259,8 @@ def linked_concat_attention(
     kwargs.pop("output_attentions", None)
     # in previous mode a join's halves live on anyway (the next layer joins this layer's); in cumulative mode
     # the join itself is the carry, which the next layer's join keeps
-    saving = joins_saved_as_halves(joins) if mode == "previous" and saves_halves(query_cat, key_cat) else _as_usual
+    keeps_halves = joins and mode == "previous" and saves_halves(query_cat, key_cat)
+    saving = joins_saved_as_halves(joins) if keeps_halves else _as_usual
     with saving:
         output, _ = sdpa_attention_forward(
             module, query_cat, key_cat, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
