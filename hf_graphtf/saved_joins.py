@@ -41,7 +41,8 @@ class _SavedAsHalves(NamedTuple):
 def other_hooks_active() -> bool:
     """Whether saved-tensor hooks are in force already (checkpointing, offloading), or disabled (some torch
     transforms refuse new ones). Reads torch's own record of them (`torch._C._autograd`, used by its
-    checkpointing and compiler since 2.1); if a release lacks it, assume hooks are active and keep out."""
+    checkpointing and compiler); if a release lacks it or reads it differently, assume hooks are active and keep
+    out."""
     autograd = torch._C._autograd
     top = getattr(autograd, "_top_saved_tensors_default_hooks", None)
     enabled = getattr(autograd, "_saved_tensors_hooks_is_enabled", None)
