@@ -21,7 +21,7 @@ import gc
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from unittest import mock
 
 import torch
@@ -224,6 +224,7 @@ class StepCounts:
     training_ops: int
     decode_ops: int
     saved_bytes: int
+    training_by_op: Counter[str] = field(default_factory=Counter, compare=False)  # the training ops, by name
 
 
 def variant_counts(
@@ -262,7 +263,7 @@ def _counts(model: torch.nn.Module, shape: Shape) -> StepCounts:
         optimizer.zero_grad(set_to_none=True)
 
     training_step()  # optimizer state exists from here on, as in every later step
-    training = sum(count_ops(training_step).values())
+    training_by_op = count_ops(training_step)
     activations = saved_bytes(lambda: model(**batch).loss, model.parameters())
     model.eval()
     with torch.no_grad():
@@ -286,7 +287,7 @@ def _counts(model: torch.nn.Module, shape: Shape) -> StepCounts:
             )
 
         decode = sum(count_ops(decode_step).values())
-    return StepCounts(training, decode, activations)
+    return StepCounts(sum(training_by_op.values()), decode, activations, training_by_op)
 
 
 DEFAULT_VARIANTS = "al-prev-both,al-cum-both,graph-half+gate,graph-self_gate,graph-shared+gate"
