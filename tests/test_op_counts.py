@@ -34,18 +34,23 @@ op_count = _op_count()
 
 
 @pytest.fixture(scope="module")
-def ratios() -> dict[str, dict[str, float]]:
+def counts() -> dict:
+    """The counts of vanilla and of the variants the targets name, made once for the module."""
+    return {variant: op_count.variant_counts(variant) for variant in ("vanilla", "al-prev-both", "graph-half+gate")}
+
+
+@pytest.fixture(scope="module")
+def ratios(counts) -> dict[str, dict[str, float]]:
     """Each variant's counts over vanilla's: training ops, greedy decode-step ops, saved activation bytes."""
-    base = op_count.variant_counts("vanilla")
-    ratios = {}
-    for variant in ("al-prev-both", "graph-half+gate"):
-        counts = op_count.variant_counts(variant)
-        ratios[variant] = {
-            "training": counts.training_ops / base.training_ops,
-            "decode": counts.decode_ops / base.decode_ops,
-            "saved": counts.saved_bytes / base.saved_bytes,
+    base = counts["vanilla"]
+    return {
+        variant: {
+            "training": counts[variant].training_ops / base.training_ops,
+            "decode": counts[variant].decode_ops / base.decode_ops,
+            "saved": counts[variant].saved_bytes / base.saved_bytes,
         }
-    return ratios
+        for variant in ("al-prev-both", "graph-half+gate")
+    }
 
 
 #: (variant, measure) -> the ratio to vanilla measured when the guard was set (torch 2.13, transformers 5.23),
@@ -88,16 +93,15 @@ def test_the_met_targets_hold(ratios):
     assert ratios["graph-half+gate"]["training"] <= 1.25
 
 
-def test_the_links_extra_training_ops_are_its_joins_their_gradient_sums_and_the_last_slices():
+def test_the_links_extra_training_ops_are_its_joins_their_gradient_sums_and_the_last_slices(counts):
     """What a linked training step adds to vanilla's, by op (RESULTS.md, "Op counts"): per linked call a join of
     the queries and one of the keys forward and again backward (the halves, `hf_graphtf.saved_joins`), and the
     sums of the two gradients of the queries and keys that feed two layers; and a copy of each gradient slice
     of a stack's last queries and keys. The floor the page states, 1.09x, is the forward joins and the sums."""
     shape = op_count.COUNT_SHAPE
     linked_calls = (shape.encoder_layers - 1) + 2 * (shape.decoder_layers - 1)  # self-attention, and cross
-    base = op_count.variant_counts("vanilla")
-    linked = op_count.variant_counts("al-prev-both")
-    extra = linked.training_by_op.copy()
+    base = counts["vanilla"]
+    extra = counts["al-prev-both"].training_by_op.copy()
     extra.subtract(base.training_by_op)
     assert {name: count for name, count in extra.items() if count} == {
         "aten.cat": 4 * linked_calls,

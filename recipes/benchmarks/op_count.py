@@ -21,7 +21,7 @@ import gc
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from unittest import mock
 
 import torch
@@ -218,13 +218,16 @@ class _StoragesMade(TorchDispatchMode):
 
 @dataclass(frozen=True)
 class StepCounts:
-    """One variant's counts: ops per training step (forward, backward, AdamW) and per greedy decoding step,
-    and the activation bytes a training step saves."""
+    """One variant's counts: ops per training step (forward, backward, AdamW), by name, and per greedy decoding
+    step, and the activation bytes a training step saves."""
 
-    training_ops: int
+    training_by_op: Counter[str]
     decode_ops: int
     saved_bytes: int
-    training_by_op: Counter[str] = field(default_factory=Counter, compare=False)  # the training ops, by name
+
+    @property
+    def training_ops(self) -> int:
+        return sum(self.training_by_op.values())
 
 
 def variant_counts(
@@ -287,7 +290,7 @@ def _counts(model: torch.nn.Module, shape: Shape) -> StepCounts:
             )
 
         decode = sum(count_ops(decode_step).values())
-    return StepCounts(sum(training_by_op.values()), decode, activations, training_by_op)
+    return StepCounts(training_by_op, decode, activations)
 
 
 DEFAULT_VARIANTS = "al-prev-both,al-cum-both,graph-half+gate,graph-self_gate,graph-shared+gate"
