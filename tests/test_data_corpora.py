@@ -234,6 +234,16 @@ def test_a_missing_local_folder_fails_at_once_with_what_builds_it(fake_hub, sour
     assert "\n" not in message and fake_hub == []  # the Hub was never asked
 
 
+def test_a_missing_corpus_is_told_the_build_command_of_its_own_pair(fake_hub, tmp_path, monkeypatch):
+    """A missing ny-en folder is told ``--pair ny-en`` (the default pair's command would fill it with es-en),
+    and a pair the Bible builder does not make is told so instead of a command that builds another pair."""
+    monkeypatch.chdir(tmp_path)
+    told = str(missing_local_corpus("data/bible-ny-en", src_lang="ny", tgt_lang="en"))
+    assert "`hf-graphtf build-corpus --pair ny-en --output-dir data/bible-ny-en`" in told
+    other = str(missing_local_corpus("data/de-en", src_lang="de", tgt_lang="en"))
+    assert "build-corpus" not in other and "only for es-en, ny-en, not de-en" in other and "hf://datasets/" in other
+
+
 def test_a_missing_local_corpus_is_told_before_loading_with_the_loaders_own_message(fake_hub, tmp_path, monkeypatch):
     """`missing_local_corpus` answers without reading anything or asking the Hub: the same error the
     loader raises for a folder that is not there, and None for what the loader would open (a folder, a

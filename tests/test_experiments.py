@@ -413,6 +413,25 @@ def test_the_report_refuses_runs_whose_outputs_are_not_here(finished_grid, exper
     assert (results.parent / "RESULTS_tiny.md").is_file()
 
 
+def test_the_report_refuses_a_compared_grid_whose_test_corpus_is_not_here(finished_grid, experiments, tmp_path, capsys):
+    """The paired bootstrap tests score the runs' translations against the test split: a checkout that has
+    not built a compared grid's corpus is told which and how to build it, instead of a page whose p-values
+    dropped out silently."""
+    _, path = finished_grid
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    gone = tmp_path / "gone-corpus"
+    moved = tmp_path / "grid.yaml"
+    moved.write_text(yaml.safe_dump({**spec, "common": {**spec["common"], "corpus": str(gone)}}), encoding="utf-8")
+    report = experiments["report"]
+    page = Path(spec["results"]).parent / "RESULTS_tiny.md"
+    before = page.read_bytes() if page.exists() else None
+    assert report.main([str(moved), "--no-analysis"]) == 2
+    error = capsys.readouterr().err
+    assert "grid.yaml has finished runs but its test corpus is not here" in error
+    assert str(gone) in error and "--allow-missing-outputs" in error
+    assert (page.read_bytes() if page.exists() else None) == before  # nothing written
+
+
 def copy_of_grid(grid_path: Path, base: Path, rows: list[dict] | None = None) -> Path:
     """The finished tiny grid with its own output folders and results file (same rows unless given) and no
     archive, as a checkout elsewhere sees it."""

@@ -373,8 +373,23 @@ def _load_hub(
 HUB_PREFIX = "hf://datasets/"
 #: names that go to the Hub as they are: the short names and the Hub ids they stand for
 _KNOWN_HUB_NAMES = {*HUB_CORPORA, *(hub_id for hub_id, _, _ in HUB_CORPORA.values()), *_PAIR_CONFIG_TEMPLATES}
-#: what builds the offline corpus that recipes name as a local folder
-BUILD_CORPUS_COMMAND = "hf-graphtf build-corpus --output-dir {path}"
+#: the offline Bible corpora ``hf-graphtf build-corpus --pair`` makes, by language pair: the module and
+#: function that build each (imported on use: ny-en needs the [ny] extra); the first is the default pair
+BIBLE_BUILDERS: dict[str, tuple[str, str]] = {
+    "es-en": ("hf_graphtf.data.bible", "build_bible_corpus"),
+    "ny-en": ("hf_graphtf.data.bible_ny", "build_bible_ny_corpus"),
+}
+DEFAULT_BIBLE_PAIR = next(iter(BIBLE_BUILDERS))
+
+
+def build_corpus_command(path: str | os.PathLike[str], src_lang: str, tgt_lang: str) -> str | None:
+    """The command that builds the Bible corpus of ``src_lang``-``tgt_lang`` into ``path`` (``--pair``
+    named unless it is the default), or None for a pair the Bible builder does not make."""
+    pair = f"{src_lang}-{tgt_lang}"
+    if pair not in BIBLE_BUILDERS:
+        return None
+    option = "" if pair == DEFAULT_BIBLE_PAIR else f" --pair {pair}"
+    return f"hf-graphtf build-corpus{option} --output-dir {Path(path).as_posix()}"
 
 
 def _looks_local(source: str) -> bool:
@@ -397,13 +412,18 @@ def _looks_local(source: str) -> bool:
 def _missing_local_source(path: Path, src_lang: str, tgt_lang: str, root: Path | None = None) -> CorpusFileNotFound:
     """The one-line error for a local corpus that is not there, with what builds it."""
     where = path if path.is_absolute() else (root or Path.cwd()) / path
-    build = BUILD_CORPUS_COMMAND.format(path=path)
     if path.suffix:
         return CorpusFileNotFound(f"{path}: no such file ({where}).")
+    build = build_corpus_command(path, src_lang, tgt_lang)
+    bible = (
+        f"For the Bible corpus run `{build}` (from the folder the path is relative to, the repository root for "
+        "the recipes)"
+        if build
+        else f"The Bible corpus is built only for {', '.join(BIBLE_BUILDERS)}, not {src_lang}-{tgt_lang}"
+    )
     return CorpusFileNotFound(
         f"{path}: no such corpus folder ({where}), and no text files {path}.{src_lang} / {path}.{tgt_lang}. "
-        f"For the Bible corpus run `{build}` (from the folder the path is relative to, the repository root for "
-        f"the recipes); for a Hub dataset of that name write {HUB_PREFIX}{path.as_posix()}."
+        f"{bible}; for a Hub dataset of that name write {HUB_PREFIX}{path.as_posix()}."
     )
 
 

@@ -165,6 +165,23 @@ def runs_missing_outputs(grid: Grid) -> list[str]:
     ]
 
 
+def grids_missing_test_corpus(grid: Grid) -> list[tuple[Grid, str]]:
+    """The grids the page compares (`Grid.budget_grids`) that have finished runs but whose test split is
+    not on this machine, each with the loader's error (it names the command that builds the corpus).
+
+    The paired bootstrap tests score the runs' translations against that split; without it their
+    p-values would drop out of the tables and the README with nothing said."""
+    missing = []
+    for each in grid.budget_grids():
+        if not each.finished_rows():
+            continue
+        try:
+            each.test_pairs(limit=1)
+        except (FileNotFoundError, ValueError) as error:
+            missing.append((each, str(error)))
+    return missing
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("grid", help="grid YAML file")
@@ -182,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--allow-missing-outputs",
         action="store_true",
-        help="write the report even where runs' output folders are missing (their p-values and curves drop out)",
+        help="write the report even where runs' output folders, or the test corpus of a grid it compares, are "
+        "missing (their p-values and curves drop out)",
     )
     args = parser.parse_args(argv)
     grid = Grid.load(args.grid)
@@ -195,6 +213,16 @@ def main(argv: list[str] | None = None) -> int:
             "(it reruns what it must and checks each rerun reproduces its row), or pass --allow-missing-outputs.",
             file=sys.stderr,
         )
+        return 2
+    corpora = grids_missing_test_corpus(grid)
+    if corpora and not args.allow_missing_outputs:
+        for each, error in corpora:
+            print(
+                f"error: {relative(each.path)} has finished runs but its test corpus is not here, so their "
+                f"paired bootstrap p-values would drop out: {error}",
+                file=sys.stderr,
+            )
+        print("Build the corpora, or pass --allow-missing-outputs to write the page without them.", file=sys.stderr)
         return 2
     models = [] if args.no_analysis else models_missing_for_analysis(grid)
     if models:
