@@ -295,3 +295,24 @@ def test_translation_quality_scores_each_format_and_a_compiled_one_against_fp32(
     with pytest.raises(SystemExit):
         quality.main([*argv, "--compiled", "int8"])
     assert "not int8: quantized linears do not compile" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("script", "argv", "told"),
+    [
+        ("translation_speed", ["--modes", "fp32,int4"], "int4"),
+        ("translation_speed", ["--beams", "4,zero"], "'4,zero'"),
+        ("translation_speed", ["--threads", "0"], "'0'"),
+        ("translation_quality", ["--modes", "fp8"], "fp8"),
+        ("length_scaling", ["--lengths", "16,-2"], "'16,-2'"),
+        ("train_throughput", ["--tokens", "4k"], "'4k'"),
+    ],
+)
+def test_a_bad_list_option_is_refused_by_name_before_anything_runs(script, argv, told, monkeypatch, capsys) -> None:
+    """The scripts' comma-separated options share one parser each (`common.positive_ints`,
+    `common.translation_formats`): a bad item stops argparse with the value named, before a model is built."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    module = _load(script)
+    with pytest.raises(SystemExit) as stopped:
+        module.main(argv)
+    assert stopped.value.code == 2 and told in capsys.readouterr().err

@@ -223,12 +223,33 @@ def target_tokens(batch: dict[str, torch.Tensor]) -> int:
     return int((batch["labels"] != -100).sum())
 
 
-def compiled_formats(spec: str) -> list[str]:
-    """``--compiled``'s formats (``"fp32,bf16"``) in the package's spelling, for argparse's ``type``: a
-    format outside the float ones, or int8, whose quantized linears do not compile, is refused by name when
-    the arguments are read, before a model loads."""
+def positive_ints(spec: str) -> list[int]:
+    """A comma-separated list of positive integers (``"16,32,64"``: beams, threads, lengths, token budgets),
+    for argparse's ``type``: anything else is refused by name when the arguments are read."""
     try:
-        formats = [canonical_dtype(mode, TRANSLATION_DTYPES[1:]) for mode in spec.split(",") if mode]
+        values = [int(item) for item in spec.split(",") if item.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {spec!r}")
+    return values
+
+
+def translation_formats(spec: str) -> list[str]:
+    """A comma-separated list of translation formats (``"fp32,int8"``) in the package's spelling, for
+    argparse's ``type``: a format the package does not translate in is refused by name when the arguments
+    are read, before a model loads."""
+    try:
+        return [canonical_dtype(mode, TRANSLATION_DTYPES[1:]) for mode in spec.split(",") if mode]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def compiled_formats(spec: str) -> list[str]:
+    """``--compiled``'s formats (`translation_formats`): int8, whose quantized linears do not compile, is
+    refused too."""
+    formats = translation_formats(spec)
+    try:
         for mode in formats:
             check_compilable(mode)
     except ValueError as error:

@@ -21,6 +21,7 @@ from common import (
     add_common_args,
     add_kernel_args,
     build_model,
+    positive_ints,
     random_batch,
     resolve_shape,
     select_variants,
@@ -40,14 +41,16 @@ def main(argv: list[str] | None = None) -> None:
     add_common_args(parser, default_size="cpu", default_steps=5, default_warmup=1)
     parser.set_defaults(variants=DEFAULT_VARIANTS)
     add_kernel_args(parser)
-    parser.add_argument("--lengths", default="16,32,64,128,256,512", help="comma-separated sentence lengths")
+    parser.add_argument(
+        "--lengths", type=positive_ints, default="16,32,64,128,256,512", help="comma-separated sentence lengths"
+    )
     parser.add_argument("--tokens", type=int, default=1024, help="source tokens per batch at every length")
     args = parser.parse_args(argv)
     start = run_start()
 
     threads = set_threads(args.threads)
     shape, variants = resolve_shape(args), select_variants(args.variants, args.family)
-    lengths = [int(x) for x in args.lengths.split(",")]
+    lengths = args.lengths
     sync = synchronizer(args.device)
     build = dict(
         family=args.family,

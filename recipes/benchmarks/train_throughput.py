@@ -31,6 +31,7 @@ from common import (
     add_common_args,
     add_kernel_args,
     build_model,
+    positive_ints,
     random_batch,
     resolve_shape,
     select_variants,
@@ -88,7 +89,10 @@ def main(argv: list[str] | None = None) -> None:
     add_kernel_args(parser)
     parser.add_argument("--memory", choices=["profiler", "rss", "none"], default="profiler", help="CPU peak method")
     parser.add_argument(
-        "--tokens", default=None, help="comma-separated target tokens a step to sweep (the batch set from each)"
+        "--tokens",
+        type=positive_ints,
+        default=None,
+        help="comma-separated target tokens a step to sweep (the batch set from each)",
     )
     parser.add_argument("--profile", action="store_true", help="add ops per step and, on CUDA, GPU busy")
     parser.add_argument(
@@ -103,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.tokens is None:
         run_budget(args, None)
         return
-    for budget in (int(value) for value in args.tokens.split(",")):
+    for budget in args.tokens:
         run_budget(args, budget)
         print()
 

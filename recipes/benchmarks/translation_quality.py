@@ -23,11 +23,11 @@ from pathlib import Path
 import sacrebleu
 import torch
 from benchmark_page import header, run_start, table
-from common import compiled_formats
+from common import compiled_formats, translation_formats
 
 from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.inference import load_model, translate_texts
-from hf_graphtf.translation_modes import QUALITY_TOLERANCE, TRANSLATION_DTYPES, canonical_dtype
+from hf_graphtf.translation_modes import QUALITY_TOLERANCE, TRANSLATION_DTYPES
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--src-lang", default="es")
     parser.add_argument("--tgt-lang", default="en")
-    parser.add_argument("--modes", default="fp32,bf16,int8", help=f"of {', '.join(TRANSLATION_DTYPES[1:])}")
+    parser.add_argument(
+        "--modes", type=translation_formats, default="fp32,bf16,int8", help=f"of {', '.join(TRANSLATION_DTYPES[1:])}"
+    )
     parser.add_argument("--beam-size", type=int, default=5, help="the quickstart's test beam")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
-    modes = [canonical_dtype(mode, TRANSLATION_DTYPES[1:]) for mode in args.modes.split(",")]
+    modes = list(args.modes)
     if "fp32" not in modes:
         modes.insert(0, "fp32")  # the reference every difference is taken from
     compiled = args.compiled  # int8 was refused when the arguments were read, before a minute of translating

@@ -45,11 +45,11 @@ from pathlib import Path
 
 import torch
 from benchmark_page import header, run_start, table
-from common import SHAPES, Shape, compiled_formats, config_kwargs, synchronizer
+from common import SHAPES, Shape, compiled_formats, config_kwargs, positive_ints, synchronizer, translation_formats
 from measure import CLOCK_TEXT, interleaved
 
 from hf_graphtf.inference import load_model
-from hf_graphtf.translation_modes import TRANSLATION_DTYPES, canonical_dtype
+from hf_graphtf.translation_modes import TRANSLATION_DTYPES
 
 #: opus-mt's special tokens: the converter of CTranslate2 expects ``<pad>`` last (the decoder's start)
 EOS, UNK = 0, 1
@@ -228,13 +228,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--length", type=int, default=24, help="source tokens per sentence")
     parser.add_argument("--new-tokens", type=int, default=24)
-    parser.add_argument("--beams", default="4,1", help="comma-separated beam sizes (1: greedy)")
-    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    parser.add_argument("--beams", type=positive_ints, default="4,1", help="comma-separated beam sizes (1: greedy)")
+    parser.add_argument("--threads", type=positive_ints, default="1,2", help="comma-separated thread counts")
     parser.add_argument(
         "--device", default="cpu", help="cpu, or cuda for the package's rows alone (CTranslate2 runs on the CPU here)"
     )
     parser.add_argument(
         "--modes",
+        type=translation_formats,
         default="fp32,bf16,int8",
         help=f"the package's formats to time, of {', '.join(TRANSLATION_DTYPES[1:])}",
     )
@@ -262,9 +263,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.end_to_end_only and not args.cli_lines:
         parser.error("--end-to-end-only needs --cli-lines N")
-    args.beams = [int(b) for b in args.beams.split(",")]
-    args.threads = [int(t) for t in args.threads.split(",")]
-    args.modes = [canonical_dtype(m, TRANSLATION_DTYPES[1:]) for m in args.modes.split(",")]
     start = run_start()
     shape = Shape(**{**SHAPES[args.size].__dict__, "vocab": args.vocab})
 
