@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from .data.corpora import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
+from .data.bible_pairs import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 from .errors import UserError, report_user_error
 from .inference import TranslationInputWarning, default_device, load_model, translate_texts
 from .translation_modes import (

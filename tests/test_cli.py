@@ -119,11 +119,19 @@ def test_gates_reports_per_layer_and_length_bucket(tmp_path, monkeypatch, capsys
         assert sum(weights) == pytest.approx(1.0, abs=1e-3)
 
 
+def test_the_command_line_does_not_load_datasets_before_it_is_needed():
+    """`hf-graphtf translate` pays for torch and Transformers, not for `datasets` too: the corpus loader
+    and the Bible pairs ``build-corpus`` offers are imported apart (`hf_graphtf.data.bible_pairs`)."""
+    done = run_python("-c", "import sys, hf_graphtf.cli; print(sorted({m.split('.')[0] for m in sys.modules}))")
+    assert done.returncode == 0, done.stderr
+    assert "'datasets'" not in done.stdout and "'hf_graphtf'" in done.stdout
+
+
 @pytest.mark.parametrize("pair", [[], ["--pair", "es-en"], ["--pair", "ny-en"]])
 def test_build_corpus_calls_the_builder_of_its_pair(pair, tmp_path, monkeypatch, capsys):
     import importlib
 
-    from hf_graphtf.data.corpora import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
+    from hf_graphtf.data.bible_pairs import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 
     calls = []
 

@@ -1,24 +1,23 @@
 """Parallel data for translation experiments: the offline Bible corpus and user corpora.
 
-The Bible builder and the tokenizer trainer are imported on first use: the builder pulls in
-pysword, the trainer ``transformers``, and ``python -m hf_graphtf.data.bible`` must not find its
-own module already imported by the package.
+The corpus loader, the Bible builder and the tokenizer trainer are imported on first use: the loader
+pulls in `datasets`, which the command line must not load before a translation; the builder pysword;
+the trainer ``transformers``; and ``python -m hf_graphtf.data.bible`` must not find its own module
+already imported by the package.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from hf_graphtf.data.corpora import (
-    HUB_CORPORA,
-    CorpusError,
-    CorpusFileNotFound,
-    load_parallel_corpus,
-    missing_local_corpus,
-)
 from hf_graphtf.data.splits import chapter_split, drop_seen_sources, split_by_chapter, stable_subset
 
 _LAZY = {
+    "HUB_CORPORA": "hf_graphtf.data.corpora",
+    "CorpusError": "hf_graphtf.data.corpora",
+    "CorpusFileNotFound": "hf_graphtf.data.corpora",
+    "load_parallel_corpus": "hf_graphtf.data.corpora",
+    "missing_local_corpus": "hf_graphtf.data.corpora",
     "APT_COMMAND": "hf_graphtf.data.bible",
     "SwordModulesMissing": "hf_graphtf.data.bible",
     "build_bible_corpus": "hf_graphtf.data.bible",

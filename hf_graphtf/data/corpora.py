@@ -19,6 +19,7 @@ from typing import Any
 import datasets
 
 from ..errors import UserError
+from .bible_pairs import BIBLE_BUILDERS, build_corpus_command
 from .fingerprints import META_FILE, fingerprint_mismatch, read_meta
 from .text_files import TextEncodingError, read_text_lines
 
@@ -373,23 +374,6 @@ def _load_hub(
 HUB_PREFIX = "hf://datasets/"
 #: names that go to the Hub as they are: the short names and the Hub ids they stand for
 _KNOWN_HUB_NAMES = {*HUB_CORPORA, *(hub_id for hub_id, _, _ in HUB_CORPORA.values()), *_PAIR_CONFIG_TEMPLATES}
-#: the offline Bible corpora ``hf-graphtf build-corpus --pair`` makes, by language pair: the module and
-#: function that build each (imported on use: ny-en needs the [ny] extra); the first is the default pair
-BIBLE_BUILDERS: dict[str, tuple[str, str]] = {
-    "es-en": ("hf_graphtf.data.bible", "build_bible_corpus"),
-    "ny-en": ("hf_graphtf.data.bible_ny", "build_bible_ny_corpus"),
-}
-DEFAULT_BIBLE_PAIR = next(iter(BIBLE_BUILDERS))
-
-
-def build_corpus_command(path: str | os.PathLike[str], src_lang: str, tgt_lang: str) -> str | None:
-    """The command that builds the Bible corpus of ``src_lang``-``tgt_lang`` into ``path`` (``--pair``
-    named unless it is the default), or None for a pair the Bible builder does not make."""
-    pair = f"{src_lang}-{tgt_lang}"
-    if pair not in BIBLE_BUILDERS:
-        return None
-    option = "" if pair == DEFAULT_BIBLE_PAIR else f" --pair {pair}"
-    return f"hf-graphtf build-corpus{option} --output-dir {Path(path).as_posix()}"
 
 
 def _looks_local(source: str) -> bool:
