@@ -320,7 +320,7 @@ def test_a_one_seed_delta_is_set_beside_the_seed_to_seed_spread_of_the_earlier_b
     finish(converged, "al_both", 2, 27.0)
     converged = experiments["grid"].Grid.load(converged.path)
     (note,) = comparisons.seed_spread_note([early, converged], ("vanilla", "al_both"))
-    assert "with three seeds it is wide" in note and "one seed (n=1)" not in note
+    assert "with few seeds it is wide" in note and "one seed (n=1)" not in note
 
 
 def test_the_seed_interval_is_the_t_interval_of_the_per_seed_differences(experiments):

@@ -313,8 +313,9 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                     spread[variant] = (statistics.stdev(deltas), budget_label(grid, size, with_pair))
     interval_note = (
         "Where two or more seeds ran, the 95% CI is the interval of the mean Δ over seeds from the per-seed "
-        "paired differences (t distribution); with three seeds it is wide, and a Δ whose interval spans 0 "
-        "is not shown to be a gain or a loss, whatever its p."
+        "paired differences (t distribution); with few seeds it is wide (its t quantile is "
+        f"{t_quantile(0.975, 2):.2f} at three seeds, {t_quantile(0.975, 4):.2f} at five), and a Δ whose interval "
+        "spans 0 is not shown to be a gain or a loss, whatever its p."
     )
     if needed:
         interval_note += (
