@@ -27,6 +27,12 @@ def t_quantile(probability: float, df: int) -> float:
     return float(t.ppf(probability, df))
 
 
+def seeds_t_quantile(seeds: int, level: float = 0.95) -> float:
+    """The t quantile of a two-sided ``level`` interval of a mean over ``seeds`` seeds (seeds - 1 degrees of
+    freedom): the interval's half-width is this many standard errors of the mean."""
+    return t_quantile(0.5 + level / 2, seeds - 1)
+
+
 def seed_interval(deltas: list[float], level: float = 0.95) -> tuple[float, float, float] | None:
     """Mean of the per-seed paired differences and its ``level`` interval from the t distribution (n - 1
     degrees of freedom): how far the Δ could move with other seeds, which the paired bootstrap (the test
@@ -34,7 +40,7 @@ def seed_interval(deltas: list[float], level: float = 0.95) -> tuple[float, floa
     if len(deltas) < 2:
         return None
     mean = statistics.mean(deltas)
-    half = t_quantile(0.5 + level / 2, len(deltas) - 1) * statistics.stdev(deltas) / math.sqrt(len(deltas))
+    half = seeds_t_quantile(len(deltas), level) * statistics.stdev(deltas) / math.sqrt(len(deltas))
     return mean, mean - half, mean + half
 
 
@@ -56,7 +62,7 @@ def seeds_to_exclude_zero(deltas: list[float], level: float = 0.95) -> int | Non
         return None
     sd = statistics.stdev(deltas)
     for n in range(len(deltas) + 1, MOST_SEEDS + 1):
-        if t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n) < abs(mean):
+        if seeds_t_quantile(n, level) * sd / math.sqrt(n) < abs(mean):
             return n
     return MOST_SEEDS + 1
 
@@ -314,7 +320,7 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
     interval_note = (
         "Where two or more seeds ran, the 95% CI is the interval of the mean Δ over seeds from the per-seed "
         "paired differences (t distribution); with few seeds it is wide (its t quantile is "
-        f"{t_quantile(0.975, 2):.2f} at three seeds, {t_quantile(0.975, 4):.2f} at five), and a Δ whose interval "
+        f"{seeds_t_quantile(3):.2f} at three seeds, {seeds_t_quantile(5):.2f} at five), and a Δ whose interval "
         "spans 0 is not shown to be a gain or a loss, whatever its p."
     )
     if needed:
