@@ -107,7 +107,7 @@ def finish_run(grid, run: str, bleu: float = 0.0, minutes: float = 1.0) -> list[
 
 def early_and_converged(tmp_path, experiments):
     """A converged grid (tuning dropout 0.1, 0.2) that names an early-budget grid of the same variants,
-    and a ``finish(grid, variant, seed, test, tag, valid)`` that appends a finished row to either."""
+    and a ``finish(grid, variant, seed, test, tag, valid, **fields)`` that appends a finished row to either."""
     converged = tuning_grid(tmp_path / "converged", experiments, values=[0.1, 0.2])
     early_spec = yaml.safe_load(converged.path.read_text(encoding="utf-8"))
     del early_spec["tuning"]
@@ -118,12 +118,14 @@ def early_and_converged(tmp_path, experiments):
     spec.update(common={"early_stopping_patience": 8}, earlier_budgets=[str(early_path)])
     converged.path.write_text(yaml.safe_dump(spec), encoding="utf-8")
 
-    def finish(grid, variant: str, seed: int, test: float, tag: str = "", valid: float = 0.0) -> None:
+    def finish(grid, variant: str, seed: int, test: float, tag: str = "", valid: float = 0.0, **fields) -> None:
         run = f"{variant}-small-seed{seed}" + (f"-{tag}" if tag else "")
         row = {
             "grid": grid.name, "run": run, "variant": variant, "size": "small", "seed": seed,
-            "valid": {"bleu": valid}, "test": {"bleu": test}, "parameters": 100 if variant == "vanilla" else 110,
+            "valid": {"bleu": valid}, "test": {"bleu": test, "bleu_tokenized": test},
+            "parameters": 100 if variant == "vanilla" else 110,
             "device": "cpu", "target_tokens_per_second": 1000.0, "output_dir": str(tmp_path / "absent" / run),
+            **fields,
         }  # fmt: skip
         with grid.results.open("a", encoding="utf-8") as results:
             results.write(json.dumps(cell_of(row)) + "\n")

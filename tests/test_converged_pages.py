@@ -266,6 +266,57 @@ def test_the_glance_table_sets_the_converged_cell_beside_the_early_budgets(tmp_p
     assert al_both.split(" | ")[1:4] == ["+1.50 (n=2, 95% CI -4.85 to +7.85)", "+3.00 (n=1)", "+10%"]
 
 
+def test_a_run_cut_off_before_its_plateau_is_marked_in_every_cell_it_enters(tmp_path, experiments):
+    """A compared run that stopped at the step cap, short of a validation plateau, enters the means and the
+    Δ as where it had got to: its BLEU cell and the glance table's Δ say "not converged" with the seed and
+    why, and the page names it under the table with its steps and best step. Runs that stopped on a plateau
+    and runs of a fixed budget (no stop reason) add nothing."""
+    comparisons = experiments["comparisons"]
+    table = experiments["grid"].Table("Attention link", ("vanilla", "al_both"), False)
+    early, converged, finish = early_and_converged(tmp_path, experiments)
+    plateau = {"stop_reason": "validation plateau", "steps": 20000, "best_step": 18000}
+    for seed, (base, link) in {1: (20.0, 21.0), 2: (21.0, 23.0)}.items():
+        finish(early, "vanilla", seed, base)
+        finish(early, "al_both", seed, link)
+    finish(converged, "vanilla", 1, 25.0, tag="dropout0.2", valid=24.0, **plateau)
+    finish(converged, "vanilla", 1, 20.0, tag="dropout0.1", valid=20.0, stop_reason="step cap", steps=40000)
+    finish(converged, "vanilla", 2, 26.0, **plateau)
+    finish(converged, "al_both", 1, 27.0, **plateau)
+
+    def cells() -> tuple[list[str], list[str]]:
+        rows_by = converged.rows_by_cell()
+        lines = comparisons.comparison_table(converged, rows_by, table, ["small"], {})
+        _, _, glance = comparisons.budgets_table([early, converged], ("vanilla", "al_both"))
+        return lines, glance.split(" | ")[1:3]
+
+    lines, glance = cells()  # the tuning run cut off at the cap is no cell's: nothing to mark
+    assert len(lines) == 4 and "not converged" not in " ".join(lines + glance)
+    assert glance == ["+1.50 (n=2, 95% CI -4.85 to +7.85)", "+2.00 (n=1)"]
+    finish(converged, "al_both", 2, 26.5, stop_reason="step cap", steps=40000, best_step=39750)
+    lines, glance = cells()
+    assert glance[0] == "+1.50 (n=2, 95% CI -4.85 to +7.85)"  # the early budget's runs stop by design
+    # Δ +2 and +0.5: mean 1.25, sd 1.061; 12.706 * 1.061 / sqrt(2) = 9.53
+    assert glance[1] == "+1.25 (n=2, 95% CI -8.28 to +10.78; not converged: al_both seed 2 (step cap))"
+    link_row = next(line for line in lines if line.startswith("| al_both |"))
+    assert "26.75 ± 0.35 (n=2; not converged: al_both seed 2 (step cap))" in link_row
+    assert "not converged" not in next(line for line in lines if line.startswith("| vanilla |"))
+    assert lines[-2:] == [
+        "",
+        "Not converged: al_both-small-seed2 stopped at the step cap (step 40,000, its best checkpoint at 39,750), "
+        'before a validation plateau. Its test BLEU, and each mean and Δ it enters (the cells that say "not '
+        'converged"), are where the run had got to when it stopped, not where it would have settled.',
+    ]
+    both = [
+        typed_row(experiments, {"variant": name, "seed": 3, "stop_reason": "time budget"})
+        for name in ("vanilla", "al_both")
+    ]
+    (note,) = comparisons.cut_off_note(both)  # two runs, without their steps: named in run order, "their"
+    assert note.startswith(
+        "Not converged: al_both-10k-seed3 stopped at the time budget; vanilla-10k-seed3 stopped at the time budget, "
+        "before a validation plateau. Their test BLEU, and each mean and Δ they enter ("
+    )
+
+
 def test_another_language_pair_gets_its_columns_once_its_vanilla_cell_has_finished(tmp_path, experiments):
     """A grid named in ``other_pairs`` (the same protocol on ny-en) adds its columns after the grid's own
     pair's, every column then led by its pair; before its vanilla cell finishes it adds nothing, so the

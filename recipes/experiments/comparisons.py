@@ -67,23 +67,64 @@ def seeds_to_exclude_zero(deltas: list[float], level: float = 0.95) -> int | Non
     return MOST_SEEDS + 1
 
 
+def cut_off(rows: list[Row]) -> list[Row]:
+    """The runs among ``rows`` that were to train to a validation plateau and stopped before one (at the
+    step cap, a time budget, an epoch cap): their BLEU is where the run had got to, not where it would have
+    settled, and a mean or a Δ over them has to say so. A run of a fixed budget records no stop reason and
+    is never cut off."""
+    return [row for row in rows if row.stop_reason not in (None, "validation plateau")]
+
+
+def cut_off_label(rows: list[Row]) -> str:
+    """What a cell over ``rows`` appends for its runs that stopped short of a plateau (`cut_off`), each
+    by variant, seed and why: ``; not converged: al_both seed 5 (step cap)``; empty where there are none."""
+    cut = cut_off(rows)
+    if not cut:
+        return ""
+    return "; not converged: " + ", ".join(f"{row.variant} seed {row.seed} ({row.stop_reason})" for row in cut)
+
+
+def cut_off_note(rows: list[Row]) -> list[str]:
+    """The sentence under a comparison table that names its runs cut off before a plateau (`cut_off`):
+    where each stopped, where its best checkpoint was, and that its BLEU, and each mean and Δ it enters
+    (marked in its cell), are where it had got to. Nothing where every run stopped on a plateau."""
+    cut = sorted(cut_off(rows), key=lambda row: row.run)
+    if not cut:
+        return []
+    runs = "; ".join(
+        f"{row.run} stopped at the {row.stop_reason} (step {row.steps:,}, its best checkpoint at {row.best_step:,})"
+        if row.steps is not None and row.best_step is not None
+        else f"{row.run} stopped at the {row.stop_reason}"
+        for row in cut
+    )
+    its, it, run = ("Its", "it", "the run") if len(cut) == 1 else ("Their", "they", "each run")
+    return [
+        f"Not converged: {runs}, before a validation plateau. {its} test BLEU, and each mean and Δ {it} enter"
+        f'{"s" if len(cut) == 1 else ""} (the cells that say "not converged"), are where {run} had got to '
+        "when it stopped, not where it would have settled."
+    ]
+
+
 def delta_cell(runs: list[Row], paired: list[Row], p_value: float | None) -> str:
     """A budgets-table cell: the mean Δ over the shared seeds, their number, the seed-level 95% interval
-    where two or more seeds ran, and the pooled paired-bootstrap p."""
+    where two or more seeds ran, the pooled paired-bootstrap p, and the runs in it that stopped short of a
+    plateau (`cut_off_label`)."""
     deltas = [run.test["bleu"] - base.test["bleu"] for run, base in zip(runs, paired)]
     interval = seed_interval(deltas)
     text = f"{statistics.mean(deltas):+.2f} (n={len(deltas)}"
     if interval is not None:
         text += f", 95% CI {interval[1]:+.2f} to {interval[2]:+.2f}"
-    return text + ("" if p_value is None else f", p {p_value:.3f}") + ")"
+    text += "" if p_value is None else f", p {p_value:.3f}"
+    return text + cut_off_label([*paired, *runs]) + ")"
 
 
-def mean_sd(values: list[float]) -> str:
+def mean_sd(values: list[float], note: str = "") -> str:
+    """Mean ± sd over seeds with their number, and ``note`` inside the brackets (`cut_off_label`)."""
     if not values:
         return "–"
     if len(values) == 1:
-        return f"{values[0]:.2f} (n=1)"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)})"
+        return f"{values[0]:.2f} (n=1{note})"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)}{note})"
 
 
 def plateau_swing(grid: Grid, row: Row) -> tuple[float, float] | None:
@@ -189,7 +230,8 @@ def comparison_table(
     grid: Grid, rows_by: RowsByCell, table: Table, sizes: list[str], references: dict[str, list[str]]
 ) -> list[str]:
     """A Markdown table: one row per variant that has runs, per size BLEU mean ± sd, Δ and p; a sentence
-    instead while no variant has a finished run (a converged grid's cells wait for its tuning)."""
+    instead while no variant has a finished run (a converged grid's cells wait for its tuning). A run that
+    stopped short of its plateau is marked in its BLEU cell and named under the table (`cut_off_note`)."""
     if not any(rows_by.get((variant, size)) for variant in table.variants for size in sizes):
         return ["No run of these variants has finished yet."]
     header = ["variant"] + (["parameters", "speed vs vanilla"] if table.cost else [])
@@ -208,7 +250,7 @@ def comparison_table(
             runs = rows_by.get((variant, size), [])
             base = rows_by.get(("vanilla", size), [])
             bleu = [row.test["bleu"] for row in runs]
-            cells.append(mean_sd(bleu))
+            cells.append(mean_sd(bleu, cut_off_label(runs)))
             if variant == "vanilla" or not runs or not base:
                 cells += ["", ""]
             else:
@@ -222,7 +264,9 @@ def comparison_table(
                 cells += [f"{delta:+.2f}", "–" if p_value is None else f"{p_value:.3f}"]
             cells.append(mean_sd([row.test["bleu_tokenized"] for row in runs]))
         lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    compared = [row for variant in table.variants for size in sizes for row in rows_by.get((variant, size), [])]
+    note = cut_off_note(compared)
+    return lines + (["", *note] if note else [])
 
 
 def budget_label(grid: Grid, size: str, with_pair: bool = False) -> str:
