@@ -270,7 +270,7 @@ def test_a_run_cut_off_before_its_plateau_is_marked_in_every_cell_it_enters(tmp_
     """A compared run that stopped at the step cap, short of a validation plateau, enters the means and the
     Δ as where it had got to: its BLEU cell and the glance table's Δ say "not converged" with the seed and
     why, and the page names it under the table with its steps and best step. Runs that stopped on a plateau
-    and runs of a fixed budget (no stop reason) add nothing."""
+    and runs of a fixed budget (at its step cap by design) add nothing."""
     comparisons = experiments["comparisons"]
     table = experiments["grid"].Table("Attention link", ("vanilla", "al_both"), False)
     early, converged, finish = early_and_converged(tmp_path, experiments)
@@ -294,7 +294,7 @@ def test_a_run_cut_off_before_its_plateau_is_marked_in_every_cell_it_enters(tmp_
     assert glance == ["+1.50 (n=2, 95% CI -4.85 to +7.85)", "+2.00 (n=1)"]
     finish(converged, "al_both", 2, 26.5, stop_reason="step cap", steps=40000, best_step=39750)
     lines, glance = cells()
-    assert glance[0] == "+1.50 (n=2, 95% CI -4.85 to +7.85)"  # the early budget's runs stop by design
+    assert glance[0] == "+1.50 (n=2, 95% CI -4.85 to +7.85)"  # the early budget's runs record no stop reason
     # Δ +2 and +0.5: mean 1.25, sd 1.061; 12.706 * 1.061 / sqrt(2) = 9.53
     assert glance[1] == "+1.25 (n=2, 95% CI -8.28 to +10.78; not converged: al_both seed 2 (step cap))"
     link_row = next(line for line in lines if line.startswith("| al_both |"))
@@ -307,14 +307,15 @@ def test_a_run_cut_off_before_its_plateau_is_marked_in_every_cell_it_enters(tmp_
         'converged"), are where the run had got to when it stopped, not where it would have settled.',
     ]
     both = [
-        typed_row(experiments, {"variant": name, "seed": 3, "stop_reason": "time budget"})
+        typed_row(experiments, {"run": f"{name}-small-seed3", "stop_reason": "time budget"})
         for name in ("vanilla", "al_both")
     ]
-    (note,) = comparisons.cut_off_note(both)  # two runs, without their steps: named in run order, "their"
+    (note,) = comparisons.cut_off_note(converged, both)  # two runs, without their steps: in run order, "their"
     assert note.startswith(
-        "Not converged: al_both-10k-seed3 stopped at the time budget; vanilla-10k-seed3 stopped at the time budget, "
-        "before a validation plateau. Their test BLEU, and each mean and Δ they enter ("
+        "Not converged: al_both-small-seed3 stopped at the time budget; vanilla-small-seed3 stopped at the time "
+        "budget, before a validation plateau. Their test BLEU, and each mean and Δ they enter ("
     )
+    assert comparisons.cut_off(early, both) == []  # a fixed budget stops at its cap by design
 
 
 def test_another_language_pair_gets_its_columns_once_its_vanilla_cell_has_finished(tmp_path, experiments):

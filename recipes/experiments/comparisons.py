@@ -67,28 +67,36 @@ def seeds_to_exclude_zero(deltas: list[float], level: float = 0.95) -> int | Non
     return MOST_SEEDS + 1
 
 
-def cut_off(rows: list[Row]) -> list[Row]:
-    """The runs among ``rows`` that were to train to a validation plateau and stopped before one (at the
-    step cap, a time budget, an epoch cap): their BLEU is where the run had got to, not where it would have
-    settled, and a mean or a Δ over them has to say so. A run of a fixed budget records no stop reason and
-    is never cut off."""
-    return [row for row in rows if row.stop_reason not in (None, "validation plateau")]
+def trains_to_plateau(grid: Grid, size: str) -> bool:
+    """Whether a size of a grid trains each run until validation stops improving (an early-stopping
+    patience of a few evaluations), not for a fixed number of steps (none, or one too long to act)."""
+    return {**grid.common, **grid.sizes[size]}.get("early_stopping_patience", 100) < 50
 
 
-def cut_off_label(rows: list[Row]) -> str:
+def cut_off(grid: Grid, rows: list[Row]) -> list[Row]:
+    """The runs among ``rows`` that were to train to a validation plateau (`trains_to_plateau`) and stopped
+    before one (at the step cap, a time budget, an epoch cap): their BLEU is where the run had got to, not
+    where it would have settled, and a mean or a Δ over them has to say so. A run of a fixed budget stops
+    at its step cap by design and is never cut off."""
+    return [
+        row for row in rows if row.stop_reason not in (None, "validation plateau") and trains_to_plateau(grid, row.size)
+    ]
+
+
+def cut_off_label(grid: Grid, rows: list[Row]) -> str:
     """What a cell over ``rows`` appends for its runs that stopped short of a plateau (`cut_off`), each
     by variant, seed and why: ``; not converged: al_both seed 5 (step cap)``; empty where there are none."""
-    cut = cut_off(rows)
+    cut = cut_off(grid, rows)
     if not cut:
         return ""
     return "; not converged: " + ", ".join(f"{row.variant} seed {row.seed} ({row.stop_reason})" for row in cut)
 
 
-def cut_off_note(rows: list[Row]) -> list[str]:
+def cut_off_note(grid: Grid, rows: list[Row]) -> list[str]:
     """The sentence under a comparison table that names its runs cut off before a plateau (`cut_off`):
     where each stopped, where its best checkpoint was, and that its BLEU, and each mean and Δ it enters
     (marked in its cell), are where it had got to. Nothing where every run stopped on a plateau."""
-    cut = sorted(cut_off(rows), key=lambda row: row.run)
+    cut = sorted(cut_off(grid, rows), key=lambda row: row.run)
     if not cut:
         return []
     runs = "; ".join(
@@ -105,17 +113,17 @@ def cut_off_note(rows: list[Row]) -> list[str]:
     ]
 
 
-def delta_cell(runs: list[Row], paired: list[Row], p_value: float | None) -> str:
+def delta_cell(runs: list[Row], paired: list[Row], p_value: float | None, note: str = "") -> str:
     """A budgets-table cell: the mean Δ over the shared seeds, their number, the seed-level 95% interval
-    where two or more seeds ran, the pooled paired-bootstrap p, and the runs in it that stopped short of a
-    plateau (`cut_off_label`)."""
+    where two or more seeds ran, the pooled paired-bootstrap p, and ``note`` (`cut_off_label`: the runs in
+    it that stopped short of a plateau)."""
     deltas = [run.test["bleu"] - base.test["bleu"] for run, base in zip(runs, paired)]
     interval = seed_interval(deltas)
     text = f"{statistics.mean(deltas):+.2f} (n={len(deltas)}"
     if interval is not None:
         text += f", 95% CI {interval[1]:+.2f} to {interval[2]:+.2f}"
     text += "" if p_value is None else f", p {p_value:.3f}"
-    return text + cut_off_label([*paired, *runs]) + ")"
+    return text + note + ")"
 
 
 def mean_sd(values: list[float], note: str = "") -> str:
@@ -250,7 +258,7 @@ def comparison_table(
             runs = rows_by.get((variant, size), [])
             base = rows_by.get(("vanilla", size), [])
             bleu = [row.test["bleu"] for row in runs]
-            cells.append(mean_sd(bleu, cut_off_label(runs)))
+            cells.append(mean_sd(bleu, cut_off_label(grid, runs)))
             if variant == "vanilla" or not runs or not base:
                 cells += ["", ""]
             else:
@@ -265,7 +273,7 @@ def comparison_table(
             cells.append(mean_sd([row.test["bleu_tokenized"] for row in runs]))
         lines.append("| " + " | ".join(cells) + " |")
     compared = [row for variant in table.variants for size in sizes for row in rows_by.get((variant, size), [])]
-    note = cut_off_note(compared)
+    note = cut_off_note(grid, compared)
     return lines + (["", *note] if note else [])
 
 
@@ -277,7 +285,7 @@ def budget_label(grid: Grid, size: str, with_pair: bool = False) -> str:
     data = {"train_10k": "10K pairs", "train": "full train set"}.get(values.get("train_split", "train"))
     data = data or values.get("train_split", "train")
     data = f"{grid.pair} {data}" if with_pair else data
-    if values.get("early_stopping_patience", 100) < 50:
+    if trains_to_plateau(grid, size):
         return f"{data}, to a plateau"
     return f"{data}, {int(values['max_steps']):,} steps" if values.get("max_steps") else data
 
@@ -307,8 +315,7 @@ def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
         for size in sizes:
             label = budget_label(grid, size, with_pair=len(pairs) > 1)
             values = {**grid.common, **grid.sizes[size]}
-            plateau = values.get("early_stopping_patience", 100) < 50
-            steps = float("inf") if plateau else values["max_steps"]
+            steps = float("inf") if trains_to_plateau(grid, size) else values["max_steps"]
             columns.append((label, pairs.index(grid.pair), values.get("train_split", ""), steps))
             base = rows_by[("vanilla", size)]
             for variant in variants:
@@ -319,7 +326,7 @@ def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                 if not paired:
                     continue
                 p_value = paired_bootstrap(grid, paired, runs, references[size]) if size in references else None
-                deltas[variant][label] = delta_cell(runs, paired, p_value)
+                deltas[variant][label] = delta_cell(runs, paired, p_value, cut_off_label(grid, [*paired, *runs]))
                 params.setdefault(variant, runs[0].parameters / base[0].parameters - 1)
                 speeds[variant] += speed_ratios(rows_by, variant, [size], lambda row, g=grid: training_speed(g, row))
     # by language pair (as the grids come), then by training split (10K before the full set), then by
