@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from experiment_fixtures import write_grid
+from experiment_fixtures import cell_of, write_grid
 from recipe_fixtures import REPO_ROOT, TRAIN_SCRIPT, run_python, write_recipe
 
 from hf_graphtf.machine import float_fingerprint
@@ -374,6 +374,67 @@ def test_a_missing_corpus_is_refused_before_any_run_starts(tmp_path, experiments
     assert f"hf-graphtf build-corpus --output-dir {tmp_path / 'corpus'}" in err
     assert not (tmp_path / "outputs").exists()
     assert experiments["run_grid"].main([str(path), "--dry-run"]) == 0
+
+
+def test_a_run_that_would_train_in_another_precision_is_refused_before_it_starts(
+    tmp_path, experiments, capsys, monkeypatch
+):
+    """`precision: auto` follows the host: a grid moved part-way to a host without bf16 instructions would
+    train its next seed in fp32 beside bf16 seeds. The runner names the run, what it would take and what
+    the finished runs took, and starts nothing, unless told --allow-other-precision; a precision some
+    finished run of the size shares, and rows that record none (older ones), pass."""
+    run_grid = experiments["run_grid"]
+    path = write_grid(tmp_path, seeds=(1, 2))
+    grid = experiments["grid"].Grid.load(path)
+    grid.results.parent.mkdir(parents=True, exist_ok=True)
+    row = {"grid": grid.name, "run": "vanilla-small-seed1", "valid": {"bleu": 1.0}, "precision": "bf16"}
+    grid.results.write_text(json.dumps(cell_of(row)) + "\n", encoding="utf-8")
+    started = []
+
+    class Finished:  # each run "fails" at once, so that nothing trains and nothing is written
+        def __init__(self, run):
+            self.run = run
+
+        def poll(self):
+            return 1
+
+        def wait(self):
+            return 1
+
+    monkeypatch.setattr(
+        run_grid._Running, "start", classmethod(lambda cls, run, n: started.append(run.name) or Finished(run))
+    )
+    monkeypatch.setattr(run_grid, "host_precision", lambda recipe: "fp32")
+    assert run_grid.main([str(path), "--runs", "al_both-small-seed1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 1 and started == []
+    assert "al_both-small-seed1 would train in fp32 here (as its recipe and the grid set it), but the grid's " in err
+    assert "small runs trained in bf16" in err and "--allow-other-precision" in err
+    assert run_grid.main([str(path), "--runs", "al_both-small-seed1", "--dry-run"]) == 0  # a dry run still lists
+    assert run_grid.main([str(path), "--runs", "al_both-small-seed1", "--allow-other-precision"]) == 1
+    assert started == ["al_both-small-seed1"]
+    monkeypatch.setattr(run_grid, "host_precision", lambda recipe: "bf16")
+    assert run_grid.precision_conflicts(grid, grid.runs()) == []
+    del row["precision"]  # a row that records no precision constrains nothing
+    grid.results.write_text(json.dumps(cell_of(row)) + "\n", encoding="utf-8")
+    monkeypatch.setattr(run_grid, "host_precision", lambda recipe: "fp32")
+    assert run_grid.precision_conflicts(grid, grid.runs()) == []
+
+
+def test_the_host_precision_is_the_one_the_training_script_resolves(experiments, monkeypatch):
+    """Unset, the bf16/fp16 flags say; an explicit precision is kept; ``auto`` follows this host, as the
+    training script's `resolve_precision` has it."""
+    run_grid = experiments["run_grid"]
+    from hf_graphtf.training import precision as precisions
+
+    assert [run_grid.host_precision(recipe) for recipe in ({}, {"bf16": True}, {"precision": "fp32"})] == [
+        "fp32",
+        "bf16",
+        "fp32",
+    ]
+    asked = []
+    monkeypatch.setattr(precisions, "resolve_precision", lambda requested, use_cpu: asked.append(use_cpu) or "bf16")
+    assert run_grid.host_precision({"precision": "auto", "use_cpu": True}) == "bf16" and asked == [True]
 
 
 def test_the_readme_gets_the_generated_tables(finished_grid, experiments, tmp_path):

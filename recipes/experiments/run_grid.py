@@ -8,7 +8,9 @@
     python recipes/experiments/run_grid.py GRID --restore --sizes full --processes 2   # see below
 
 A run whose name is already in the results file is skipped; a run with checkpoints in its output
-folder resumes from them (the training script does that); a finished run appends one JSON line to
+folder resumes from them (the training script does that); a run that would train in a precision none
+of its size's finished runs trained in is refused before anything starts (`precision_conflicts`;
+``--allow-other-precision`` starts it anyway); a finished run appends one JSON line to
 the results file: what was run, on what, how fast, and its validation and test scores (sacreBLEU
 BLEU, chrF and chrF++ with signatures, and BLEU on Moses-tokenized text, the papers' multi-bleu
 convention), and where its test translations are. Rows are never rewritten or dropped.
@@ -470,6 +472,12 @@ def main(argv: list[str] | None = None) -> int:
         help="archive finished runs that have no archive (from their output folders, else by rerunning them "
         "and checking they reproduce their rows); starts no new run",
     )
+    parser.add_argument(
+        "--allow-other-precision",
+        action="store_true",
+        help="start runs that would train in a precision none of their size's finished runs trained in "
+        "(precision auto follows the host); without it the runner refuses them before anything starts",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.processes < 1:
         parser.error("--jobs and --processes must be at least 1")
@@ -486,6 +494,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     if not args.dry_run and (missing := missing_corpora(grid, runs)):
         for problem in missing:
+            print(f"error: {problem}", file=sys.stderr, flush=True)
+        return 2
+    if not (args.dry_run or args.restore or args.allow_other_precision) and (
+        conflicts := precision_conflicts(grid, runs)
+    ):
+        for problem in conflicts:
             print(f"error: {problem}", file=sys.stderr, flush=True)
         return 2
     if args.restore and not args.dry_run:
@@ -515,6 +529,52 @@ def missing_corpora(grid: Grid, runs: list[Run]) -> list[str]:
         if run.name not in done and (problem := _missing_corpus(run)):
             problems[str(problem)] = None
     return list(problems)
+
+
+def host_precision(recipe: dict[str, Any]) -> str:
+    """The precision a run of ``recipe`` trains in on this machine, resolved as the training script resolves
+    it (`resolve_precision`; unset, the bf16/fp16 flags): ``auto`` follows the host."""
+    from hf_graphtf.training.precision import resolve_precision
+
+    requested = recipe.get("precision")
+    if requested is None:
+        return "bf16" if recipe.get("bf16") else "fp16" if recipe.get("fp16") else "fp32"
+    import torch
+
+    return resolve_precision(str(requested), use_cpu=bool(recipe.get("use_cpu")) or not torch.cuda.is_available())
+
+
+def precision_conflicts(grid: Grid, runs: list[Run]) -> list[str]:
+    """The unfinished ``runs`` that would train here in a precision none of their size's compared runs
+    trained in (the rows of `Grid.rows_by_cell` that record one), each with what it would take and what
+    the others took.
+
+    ``precision: auto`` follows the host, so a grid that moves part-way to a host without bf16
+    instructions would train its next seed in fp32 beside bf16 seeds: different rounding sends two runs
+    apart as a change of seed does, and that seed's Δ would pair a run with a vanilla run of another
+    precision. Checked before anything starts; the row would record it, but only after hours of training."""
+    done = {row.run for row in grid.finished_rows()}
+    trained: dict[str, set[str]] = {}
+    for (_, size), rows in grid.rows_by_cell().items():
+        trained.setdefault(size, set()).update(row.precision for row in rows if row.precision)
+    problems = []
+    for run in runs:
+        others = trained.get(run.size)
+        if run.name in done or run.waits_for_tuning or not others:
+            continue
+        recipe = run.recipe_fields()
+        precision = host_precision(recipe)
+        if precision in others:
+            continue
+        requested = recipe.get("precision")
+        why = "precision auto on this host" if requested == "auto" else "as its recipe and the grid set it"
+        problems.append(
+            f"{run.name} would train in {precision} here ({why}), but the grid's finished {run.size} runs trained "
+            f"in {' and '.join(sorted(others))}: another rounding moves a run as a change of seed does. Run it "
+            "on a host where it trains as they did, or pass --allow-other-precision (its row records the "
+            "precision, and the page names runs that trained differently)."
+        )
+    return problems
 
 
 def _missing_corpus(run: Run) -> Exception | None:
