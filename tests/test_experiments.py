@@ -425,7 +425,7 @@ def test_the_host_precision_is_the_one_the_training_script_resolves(experiments,
     """Unset, the bf16/fp16 flags say; an explicit precision is kept; ``auto`` follows this host, as the
     training script's `resolve_precision` has it."""
     run_grid = experiments["run_grid"]
-    from hf_graphtf.training import precision as precisions
+    from hf_graphtf.training import tooling
 
     assert [run_grid.host_precision(recipe) for recipe in ({}, {"bf16": True}, {"precision": "fp32"})] == [
         "fp32",
@@ -433,7 +433,7 @@ def test_the_host_precision_is_the_one_the_training_script_resolves(experiments,
         "fp32",
     ]
     asked = []
-    monkeypatch.setattr(precisions, "resolve_precision", lambda requested, use_cpu: asked.append(use_cpu) or "bf16")
+    monkeypatch.setattr(tooling, "resolve_precision", lambda requested, use_cpu: asked.append(use_cpu) or "bf16")
     assert run_grid.host_precision({"precision": "auto", "use_cpu": True}) == "bf16" and asked == [True]
 
 

@@ -534,7 +534,7 @@ def missing_corpora(grid: Grid, runs: list[Run]) -> list[str]:
 def host_precision(recipe: dict[str, Any]) -> str:
     """The precision a run of ``recipe`` trains in on this machine, resolved as the training script resolves
     it (`resolve_precision`; unset, the bf16/fp16 flags): ``auto`` follows the host."""
-    from hf_graphtf.training.precision import resolve_precision
+    from hf_graphtf.training.tooling import resolve_precision
 
     requested = recipe.get("precision")
     if requested is None:
