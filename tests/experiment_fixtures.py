@@ -161,3 +161,24 @@ def write_grid(base: Path, seeds=(1, 2)) -> Path:
     path = base / "grid.yaml"
     path.write_text(yaml.safe_dump(grid), encoding="utf-8")
     return path
+
+
+def record_failed_starts(run_grid, monkeypatch) -> list[str]:
+    """Replace the runner's process start with a run that "fails" at once (exit 1), so that nothing trains
+    and nothing is written; returns the list the names of the runs it was asked to start go to, in order."""
+    started: list[str] = []
+
+    class Failed:
+        def __init__(self, run):
+            self.run = run
+
+        def poll(self):
+            return 1
+
+        def wait(self):
+            return 1
+
+    monkeypatch.setattr(
+        run_grid._Running, "start", classmethod(lambda cls, run, processes: started.append(run.name) or Failed(run))
+    )
+    return started

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from experiment_fixtures import cell_of, write_grid
+from experiment_fixtures import cell_of, record_failed_starts, write_grid
 from recipe_fixtures import REPO_ROOT, TRAIN_SCRIPT, run_python, write_recipe
 
 from hf_graphtf.machine import float_fingerprint
@@ -389,21 +389,7 @@ def test_a_run_that_would_train_in_another_precision_is_refused_before_it_starts
     grid.results.parent.mkdir(parents=True, exist_ok=True)
     row = {"grid": grid.name, "run": "vanilla-small-seed1", "valid": {"bleu": 1.0}, "precision": "bf16"}
     grid.results.write_text(json.dumps(cell_of(row)) + "\n", encoding="utf-8")
-    started = []
-
-    class Finished:  # each run "fails" at once, so that nothing trains and nothing is written
-        def __init__(self, run):
-            self.run = run
-
-        def poll(self):
-            return 1
-
-        def wait(self):
-            return 1
-
-    monkeypatch.setattr(
-        run_grid._Running, "start", classmethod(lambda cls, run, n: started.append(run.name) or Finished(run))
-    )
+    started = record_failed_starts(run_grid, monkeypatch)  # nothing trains, nothing is written
     monkeypatch.setattr(run_grid, "host_precision", lambda recipe: "fp32")
     assert run_grid.main([str(path), "--runs", "al_both-small-seed1"]) == 2
     err = capsys.readouterr().err

@@ -8,6 +8,7 @@ import yaml
 from experiment_fixtures import (
     EXPERIMENTS,
     finish_run,
+    record_failed_starts,
     tuning_grid,
 )
 from recipe_fixtures import (
@@ -163,22 +164,9 @@ def test_runs_named_in_an_order_run_in_that_order_and_dry_run_lists_them_so(tmp_
     listed = [line.split(": ")[0].split("] ")[1] for line in capsys.readouterr().out.splitlines()]
     assert listed == order
 
-    started = []
-
-    class Failed:  # each run "fails" at once: the runner starts no new one after, so jobs=3 starts all three
-        def __init__(self, run):
-            self.run = run
-
-        def poll(self):
-            return 1
-
-        def wait(self):
-            return 1
-
+    # each run "fails" at once: the runner starts no new one after, so jobs=3 starts all three
+    started = record_failed_starts(run_grid, monkeypatch)
     monkeypatch.setattr(run_grid, "missing_corpora", lambda grid, runs: [])
-    monkeypatch.setattr(
-        run_grid._Running, "start", classmethod(lambda cls, run, processes: started.append(run.name) or Failed(run))
-    )
     assert run_grid.main([str(path), "--runs", ",".join(order), "--jobs", "3"]) == 1
     assert started == order
     with pytest.raises(SystemExit):
