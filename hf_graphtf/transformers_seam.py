@@ -37,7 +37,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 #: The releases the package is tested on (CI's lowest and newest legs; pyproject's lower bound).
 LOWEST_TESTED = {"transformers": "5.17.0", "torch": "2.6.0"}
-NEWEST_TESTED = {"transformers": "5.24.0", "torch": "2.15.0"}
+NEWEST_TESTED = {"transformers": "5.25.0", "torch": "2.15.0"}
 
 #: The keyword under which Transformers hands the KV cache to decoder stacks, layers, attention modules,
 #: mask builders and outputs. Follows `MarianDecoder.forward` / `create_causal_mask`: ``cache`` since
