@@ -316,3 +316,31 @@ def test_a_bad_list_option_is_refused_by_name_before_anything_runs(script, argv,
     with pytest.raises(SystemExit) as stopped:
         module.main(argv)
     assert stopped.value.code == 2 and told in capsys.readouterr().err
+
+
+def test_kernel_differences_rank_by_what_the_variant_adds_and_keep_the_rest_in_a_total(monkeypatch) -> None:
+    """The GPU sweep's table of where a variant's kernel time goes: largest differences first, each as a share
+    of the variant's step, the kernels left out summed in a last row (nothing dropped from the total)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its siblings as top-level modules
+    throughput = _load("train_throughput")
+    vanilla = {"void at::native::gemm": 0.010, "cat": 0.001, "add": 0.002}
+    variant = {"void at::native::gemm": 0.0105, "cat": 0.003, "add": 0.002, "copy": 0.0001}
+    rows = throughput.kernel_differences(vanilla, variant, step_seconds=0.02, top=2)
+    assert [row[0] for row in rows] == ["cat", "gemm", "the other 2 kernels"]
+    assert rows[0][3:] == ["+2.000", "+10.0%"]
+    assert rows[-1][3] == "+0.100"
+
+
+@pytest.mark.parametrize("choice, fused", [("fused", True), ("modules", False)])
+def test_graph_path_forces_the_group_path_on_a_device_and_restores_the_table(choice: str, fused: bool) -> None:
+    """``--graph-path`` is how the GPU command measures `FUSED_PATH_MEASURED`; the table is as before after."""
+    from hf_graphtf import graph_attention
+
+    common = _load("common")
+    before = dict(graph_attention.FUSED_PATH_MEASURED)
+    with common.graph_path(choice, "cuda"):
+        assert graph_attention.fused_path_pays("cuda", False) is fused
+        assert graph_attention.fused_path_pays("cuda", True) is fused
+    assert graph_attention.FUSED_PATH_MEASURED == before
+    with common.graph_path("auto", "cpu"):
+        assert graph_attention.FUSED_PATH_MEASURED == before

@@ -19,9 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMAND = ROOT / "recipes" / "gpu" / "run_all.sh"
 
 
-def rehearse(tmp_path: Path, steps: str | None = None) -> tuple[str, dict[str, str]]:
+def rehearse(tmp_path: Path, steps: str | None = None, budget: int | None = None) -> tuple[str, dict[str, str]]:
     """Run the command with ``--dry-run`` into `tmp_path`; its status lines and the logs in its tarball."""
     argv = ["bash", str(COMMAND), "--dry-run", *([f"--steps={steps}"] if steps else [])]
+    argv += [f"--budget={budget}"] if budget is not None else []
     # the command calls python3: this interpreter's, as on the GPU machine the image's
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {**os.environ, "OUT": str(tmp_path), "OMP_NUM_THREADS": "1", "PATH": path}
@@ -48,8 +49,18 @@ def test_the_backends_step_prints_a_row_per_attention_shape(tmp_path):
 def test_the_whole_gpu_command_rehearses_on_the_cpu(tmp_path):
     """Every default step exits 0 and says what the GPU call will measure (about 6 minutes on 2 cores)."""
     status, logs = rehearse(tmp_path)
-    for step in ("sdpa_backends", "check_float32", "link_kernels", "sweep_train", "translation", "compiled_train"):
+    steps = ("sdpa_backends", "check_float32", "link_kernels", "sweep_train", "translation", "compiled_train")
+    for step in (*steps, "choice_link_scores", "choice_graph_modules", "choice_graph_fused"):
         assert f"{step} exit 0" in status, status
     assert logs["sweep_train"].count("target tokens/step") == 3  # one table per token budget
+    assert "link kernel scores" in logs["choice_link_scores"] and "graph path modules" in logs["choice_graph_modules"]
     assert "ops/step (ratio)" in logs["sweep_train"]
     assert "compiled" in logs["translation"] and "regional torch.compile" in logs["compiled_train"]
+
+
+def test_a_step_past_the_budget_is_skipped_and_says_so_and_the_results_still_come_back(tmp_path):
+    """On the GPU the command keeps inside the device call's limit: with no budget left every step is skipped
+    with a status line, and the tarball, status and machine files are still written."""
+    status, logs = rehearse(tmp_path, "backends,correctness", budget=0)
+    assert status.count("skipped") == 3, status  # sdpa_backends, check_float32, link_kernels
+    assert logs == {}

@@ -8,11 +8,14 @@ throughput and memory do not depend on the values of the weights, and nothing ha
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
 
@@ -22,6 +25,7 @@ except ImportError:  # a checkout without `pip install -e .`: the package is two
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import hf_graphtf  # noqa: F401
 
+from hf_graphtf import graph_attention
 from hf_graphtf.families import FAMILIES
 from hf_graphtf.translation_modes import TRANSLATION_DTYPES, canonical_dtype, check_compilable
 from hf_graphtf.variants import variant_options
@@ -288,6 +292,25 @@ def add_kernel_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--link-kernel", choices=["auto", "scores", "concat"], default=None, help="attention_link_kernel of AL variants"
     )
+    parser.add_argument(
+        "--graph-path",
+        choices=["auto", "fused", "modules"],
+        default="auto",
+        help="graph layers' group path: the per-device table's choice, fused, or one call per module",
+    )
+
+
+@contextlib.contextmanager
+def graph_path(choice: str, device: str) -> Iterator[None]:
+    """Graph layers on `device` take the fused group path (``fused``), one call per module (``modules``) or
+    what `graph_attention.FUSED_PATH_MEASURED` says (``auto``), so a run can measure the table's entries."""
+    if choice == "auto":
+        yield
+        return
+    device_type = torch.device(device).type
+    forced = {(device_type, shared): choice == "fused" for shared in (False, True)}
+    with mock.patch.dict(graph_attention.FUSED_PATH_MEASURED, forced):
+        yield
 
 
 def resolve_shape(args: argparse.Namespace) -> Shape:

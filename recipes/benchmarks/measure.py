@@ -163,14 +163,27 @@ def peak_memory_bytes(fn: Callable[[], object], *, device: str, method: str, liv
     return start + _profiled_peak_bytes(fn)
 
 
-def device_kernel_seconds(fn: Callable[[], object], device: str) -> float | None:
-    """Seconds the GPU spent in kernels during one call of `fn` (the profiler's device self times, summed);
-    None off CUDA. Over a step's wall time it is how busy the GPU was: near 1 where the work sets the pace,
-    far below where the GPU waits on launches from Python."""
+def device_kernel_times(fn: Callable[[], object], device: str) -> dict[str, float] | None:
+    """Seconds the GPU spent in each kernel (by kernel name, memory copies included) during one call of `fn`;
+    None off CUDA. Only the device's own events are summed: the profiler also charges each kernel to the CPU
+    event that launched it (``self_device_time_total`` of ``cudaLaunchKernel`` and of aten ops), so a sum
+    over every event counts a kernel twice."""
     if not device.startswith("cuda"):
         return None
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    return sum(event.self_device_time_total for event in prof.key_averages()) / 1e6
+    times: dict[str, float] = {}
+    for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CPU:
+            times[event.name] = times.get(event.name, 0.0) + event.self_device_time_total / 1e6
+    return times
+
+
+def device_kernel_seconds(fn: Callable[[], object], device: str) -> float | None:
+    """Seconds the GPU spent in kernels during one call of `fn` (`device_kernel_times`, summed); None off
+    CUDA. Over a step's wall time it is how busy the GPU was: near 1 where the work sets the pace, far below
+    where the GPU waits on launches from Python."""
+    times = device_kernel_times(fn, device)
+    return None if times is None else sum(times.values())

@@ -8,7 +8,11 @@
 ``--tokens`` sweeps the batch by target tokens a step (users train at 4K-32K; a GPU at a few hundred
 sentences a step mostly waits on kernel launches, and a ratio taken there counts launches). ``--profile``
 adds the ops a step dispatches (`op_count.py`) and, on CUDA, how busy the GPU was (kernel time over step
-time). ``--compile`` compiles each layer (regional ``torch.compile``), vanilla and variants alike.
+time), and on CUDA the kernels where each variant's GPU time differs most from vanilla's, as a share of
+the variant's step: what says whether the link's joins in backward or its gradient sums are worth a kernel
+of their own. ``--compile`` compiles each layer (regional ``torch.compile``), vanilla and variants alike.
+``--graph-path`` forces graph layers' fused group path or the per-module one, to measure
+`graph_attention.FUSED_PATH_MEASURED` on a device.
 
 A step is forward + backward + AdamW step on one batch of random sentences (the same batch for
 vanilla and variant). Throughput is target tokens per second; the ratio is variant / vanilla, the
@@ -31,6 +35,7 @@ from common import (
     add_common_args,
     add_kernel_args,
     build_model,
+    graph_path,
     positive_ints,
     random_batch,
     resolve_shape,
@@ -40,7 +45,7 @@ from common import (
     target_tokens,
 )
 from flops import training_flops
-from measure import CLOCK_TEXT, device_kernel_seconds, interleaved, peak_memory_bytes
+from measure import CLOCK_TEXT, device_kernel_times, interleaved, peak_memory_bytes
 from op_count import count_ops
 from tqdm import tqdm
 
@@ -104,12 +109,10 @@ def main(argv: list[str] | None = None) -> None:
         help="compile each layer (regional torch.compile; backend default inductor)",
     )
     args = parser.parse_args(argv)
-    if args.tokens is None:
-        run_budget(args, None)
-        return
-    for budget in args.tokens:
-        run_budget(args, budget)
-        print()
+    with graph_path(args.graph_path, args.device):
+        for budget in args.tokens or [None]:
+            run_budget(args, budget)
+            print()
 
 
 def run_budget(args: argparse.Namespace, budget: int | None) -> None:
@@ -127,7 +130,7 @@ def run_budget(args: argparse.Namespace, budget: int | None) -> None:
     settings = {
         "model": f"{args.family}, size {args.size} ({shape.describe()}), {args.dtype}, "
         f"attn_implementation {args.attn_implementation}, link kernel {args.link_kernel or 'default'}, "
-        f"device {args.device}, threads {threads}",
+        f"graph path {args.graph_path}, device {args.device}, threads {threads}",
         "batch": f"{shape.batch_size} sentences, source {src_len} / target {tgt_len} positions padded, "
         f"{tokens} real target tokens",
         "steps": f"{args.warmup} warm-up + {args.steps} measured rounds per pair, interleaved; medians"
@@ -141,7 +144,7 @@ def run_budget(args: argparse.Namespace, budget: int | None) -> None:
     prepare = (lambda model: compile_layers(model, args.compile)) if args.compile else (lambda model: model)
     vanilla = TrainStep(prepare(build_model(None, shape, seed=args.seed, **build)), batch)
     vanilla_profile = profile_step(vanilla, args) if args.profile else None
-    rows = []
+    rows, kernel_tables = [], []
     bar = tqdm(total=len(variants) * 2 * (args.warmup + args.steps), file=sys.stderr, disable=args.no_progress)
     vanilla_memory = None
     for variant in variants:
@@ -167,11 +170,12 @@ def run_budget(args: argparse.Namespace, budget: int | None) -> None:
         target_text, met = targets(variant, speed, memory_ratio, bound)
         profiled = []
         if vanilla_profile is not None:
-            ops, kernel_seconds = profile_step(step, args)
+            ops, kernels = profile_step(step, args)
             profiled = [f"{ops:,} ({ops / vanilla_profile[0]:.2f}x)"]
-            if kernel_seconds is not None:
-                busy = (vanilla_profile[1] / timing.median(0), kernel_seconds / timing.median(1))
+            if kernels is not None:
+                busy = (sum(vanilla_profile[1].values()) / timing.median(0), sum(kernels.values()) / timing.median(1))
                 profiled.append(f"{busy[0]:.0%} / {busy[1]:.0%}")
+                kernel_tables.append((variant.name, kernel_differences(vanilla_profile[1], kernels, timing.median(1))))
         rows.append(
             [
                 variant.name,
@@ -201,12 +205,45 @@ def run_budget(args: argparse.Namespace, budget: int | None) -> None:
     print(header("Training throughput: variant / vanilla", settings, args.device, start))
     print()
     print(table(columns, rows))
+    for name, kernel_rows in kernel_tables:
+        print()
+        print(
+            f"GPU kernels where {name} differs most from vanilla, {tokens:,} target tokens a step (one profiled step):"
+        )
+        print()
+        print(table(["kernel", "vanilla ms", f"{name} ms", "difference ms", "of the variant's step"], kernel_rows))
 
 
-def profile_step(step: TrainStep, args: argparse.Namespace) -> tuple[int, float | None]:
-    """Ops one training step dispatches (SDPA counted once each way) and, on CUDA, its kernel seconds."""
+def profile_step(step: TrainStep, args: argparse.Namespace) -> tuple[int, dict[str, float] | None]:
+    """Ops one training step dispatches (SDPA counted once each way) and, on CUDA, its seconds per kernel."""
     ops = sum(count_ops(step).values())
-    return ops, device_kernel_seconds(step, args.device)
+    return ops, device_kernel_times(step, args.device)
+
+
+def kernel_differences(
+    vanilla: dict[str, float], variant: dict[str, float], step_seconds: float, top: int = 15
+) -> list[list[str]]:
+    """Rows of the `top` kernels by |variant - vanilla| GPU time, with the difference as a share of the
+    variant's measured step time, and a last row for the rest."""
+    names = sorted(set(vanilla) | set(variant), key=lambda k: -abs(variant.get(k, 0.0) - vanilla.get(k, 0.0)))
+    rows = []
+    for name in names[:top]:
+        before, after = vanilla.get(name, 0.0), variant.get(name, 0.0)
+        short = name.removeprefix("void ").replace("at::native::", "").replace("(anonymous namespace)::", "")
+        rows.append(
+            [
+                short[:110],
+                f"{before * 1e3:.3f}",
+                f"{after * 1e3:.3f}",
+                f"{(after - before) * 1e3:+.3f}",
+                f"{(after - before) / step_seconds:+.1%}",
+            ]
+        )
+    rest = sum(variant.get(k, 0.0) - vanilla.get(k, 0.0) for k in names[top:])
+    rows.append(
+        [f"the other {max(0, len(names) - top)} kernels", "", "", f"{rest * 1e3:+.3f}", f"{rest / step_seconds:+.1%}"]
+    )
+    return rows
 
 
 if __name__ == "__main__":

@@ -15,7 +15,15 @@
 #      link and graph half-dim + gate in bf16 at the papers' shape, at 4K, 16K and 32K target tokens a step;
 #   d. translation, about 2.5 minutes: the linked model beside vanilla in fp32 and bf16, eager, and compiled
 #      (static cache) in bf16, greedy and beam 4, batches of 64;
-#   e. compiled training, about 2 minutes: the sweep's middle budget with every layer compiled.
+#   e. compiled training, about 2 minutes: the sweep's middle budget with every layer compiled;
+#   f. choices, about 1 minute: at the middle budget, the link on its other kernel (scores) and the graph
+#      layers on their per-module path, the measurements behind `attention_link_kernel="auto"` on CUDA and
+#      `graph_attention.FUSED_PATH_MEASURED`.
+# The steps run in the order of what a lease most needs (correctness of the fused paths first, the sweep,
+# translation, compiled training, the choices, the link kernels' bf16 agreement). On the GPU the whole
+# command keeps inside --budget seconds (default 560, for the device tool's 600): a step that would outrun
+# it gets what is left, one with under 20 s left is skipped and says so, and an interrupted command still
+# packs what it has.
 #
 # Rehearsal on the CPU (tiny shapes, nothing needs a GPU):   bash recipes/gpu/run_all.sh --dry-run
 # On the GPU machine: the device tool's run with command `bash recipes/gpu/run_all.sh`, timeout_s 600 and
@@ -29,16 +37,18 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 DRY_RUN=0
-STEPS="backends correctness sweep translation compiled"
+STEPS="backends correctness sweep translation compiled choices"
+BUDGET=""
 for arg in "$@"; do
     case "$arg" in
         --dry-run) DRY_RUN=1 ;;
+        --budget=*) BUDGET="${arg#--budget=}" ;;
         --steps=*) STEPS="${arg#--steps=}"; STEPS="${STEPS//,/ }" ;;
         --fetch-wheels)
             python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
                 --platform manylinux2014_x86_64 -d .whl -r recipes/gpu/wheels.txt
             exit $? ;;
-        *) echo "unknown argument $arg (--dry-run, --steps=backends,correctness,sweep,translation,compiled,speed,smoke,fsdp,grid, --fetch-wheels)" >&2
+        *) echo "unknown argument $arg (--dry-run, --budget=SECONDS, --steps=backends,correctness,sweep,translation,compiled,choices,speed,smoke,fsdp,grid, --fetch-wheels)" >&2
            exit 2 ;;
     esac
 done
@@ -54,11 +64,13 @@ if [ "$DRY_RUN" = 1 ]; then
     MEMORY=(--memory rss)  # the CPU profiler's peak is slow; on CUDA the scripts read the allocator's peak
     TOKENS=64,128,256; MIDDLE=128; SWEEP_STEPS=(--steps 2 --warmup 1); COMPILER=eager
     TRANSLATION=(--size tiny --vocab 64 --batch-size 8 --steps 1 --warmup 0 --threads 1)
+    BUDGET=${BUDGET:-100000}  # the rehearsal checks the plumbing, not the timings
 else
     DEVICE=cuda; DTYPE=bf16; SIZE=paper; CHECK_DTYPES="bfloat16"; STEPS_ARGS=(--steps 20 --warmup 5)
     LIMIT_SCALE=1; MEMORY=()
     TOKENS=4096,16384,32768; MIDDLE=16384; SWEEP_STEPS=(--steps 10 --warmup 3); COMPILER=inductor
     TRANSLATION=(--batch-size 64 --steps 3 --warmup 1 --threads 1)
+    BUDGET=${BUDGET:-560}
     if ls .whl/*.whl >/dev/null 2>&1; then  # what the GPU image lacks, installed beside it
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
             .whl/*.whl || exit 1
@@ -74,10 +86,17 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 } > "$RESULTS/machine.txt"
 cp "$RESULTS/machine.txt" "$OUT_DIR/machine.txt"
 
-# run NAME SECONDS COMMAND...: the step's output into its log, its exit status into status.txt
+# run NAME SECONDS COMMAND...: the step's output into its log, its exit status into status.txt; a step gets at
+# most what is left of the budget, and is skipped with under 20 s left
 run() {
     local name=$1 limit=$(($2 * LIMIT_SCALE))
     shift 2
+    local left=$((BUDGET - SECONDS))
+    if [ "$left" -lt 20 ]; then
+        echo "$name skipped: ${left}s of the ${BUDGET}s budget left" | tee -a "$RESULTS/status.txt"
+        return
+    fi
+    [ "$limit" -le "$left" ] || limit=$left
     echo "== $name (limit ${limit}s): $*"
     local started=$SECONDS
     timeout "$limit" "$@" > "$RESULTS/$name.log" 2>&1
@@ -86,6 +105,16 @@ run() {
     tail -n 3 "$RESULTS/$name.log"
 }
 
+# pack: what comes back, the tarball, status.txt and machine.txt (three files of the eight allowed)
+pack() {
+    cp "$RESULTS/status.txt" "$OUT_DIR/status.txt" 2>/dev/null
+    tar czf "$OUT_DIR/gpu_results.tar.gz" -C "$(dirname "$RESULTS")" "$(basename "$RESULTS")"
+    rm -rf "$RESULTS"
+    echo "results: $OUT_DIR/gpu_results.tar.gz"
+    cat "$OUT_DIR/status.txt" 2>/dev/null
+}
+trap 'echo "interrupted after ${SECONDS}s" >> "$RESULTS/status.txt"; pack; exit 124' TERM INT
+
 has_step() { [[ " $STEPS " == *" $1 "* ]]; }
 SELF_CHECK=(python3 -m hf_graphtf.cli check --device "$DEVICE")
 
@@ -93,11 +122,10 @@ if has_step backends; then  # about 20 s
     run sdpa_backends 30 python3 recipes/gpu/sdpa_backends.py --device "$DEVICE" --dtype "$DTYPE"
 fi
 
-if has_step correctness; then  # about 2 minutes
+if has_step correctness; then  # about 30 s: every family and option against the re-computation, on this device
     for dtype in $CHECK_DTYPES; do
         run "check_$dtype" 50 "${SELF_CHECK[@]}" --dtype "$dtype"
     done
-    run link_kernels 45 python3 recipes/gpu/link_kernels_bf16.py --device "$DEVICE" --dtype "$DTYPE" --size "$SIZE"
 fi
 
 if has_step speed; then  # about 4 minutes
@@ -122,6 +150,17 @@ fi
 
 if has_step compiled; then  # about 2 minutes: regional torch.compile of the layers in training
     run compiled_train 120 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --compile "$COMPILER"
+fi
+
+if has_step choices; then  # about 1 minute: the measurements behind the per-device choices, at the middle budget
+    run choice_link_scores 45 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --variants al-prev-both --link-kernel scores
+    GRAPHS=graph-half+gate,graph-self_gate,graph-shared+gate
+    run choice_graph_modules 60 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --variants "$GRAPHS" --graph-path modules
+    run choice_graph_fused 60 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --variants "$GRAPHS" --graph-path fused
+fi
+
+if has_step correctness; then  # about 30 s: the link's concat kernel against the eager score sum in this dtype
+    run link_kernels 45 python3 recipes/gpu/link_kernels_bf16.py --device "$DEVICE" --dtype "$DTYPE" --size "$SIZE"
 fi
 
 if has_step smoke; then  # about 1 minute: train, checkpoint, resume, evaluate through accelerate on one device
@@ -159,8 +198,5 @@ if has_step grid; then  # longer slots only: many small runs share the GPU; what
     cp recipes/experiments/results_bible_gpu.jsonl "$RESULTS/" 2>/dev/null
 fi
 
-cp "$RESULTS/status.txt" "$OUT_DIR/status.txt" 2>/dev/null
-tar czf "$OUT_DIR/gpu_results.tar.gz" -C "$(dirname "$RESULTS")" "$(basename "$RESULTS")"
-rm -rf "$RESULTS"  # what comes back: the tarball, status.txt and machine.txt (three files of the eight allowed)
-echo "results: $OUT_DIR/gpu_results.tar.gz"
-cat "$OUT_DIR/status.txt" 2>/dev/null
+trap - TERM INT
+pack
