@@ -344,3 +344,16 @@ def test_graph_path_forces_the_group_path_on_a_device_and_restores_the_table(cho
     assert graph_attention.FUSED_PATH_MEASURED == before
     with common.graph_path("auto", "cpu"):
         assert graph_attention.FUSED_PATH_MEASURED == before
+
+
+def test_link_saves_joins_keeps_the_joins_for_the_run_and_restores_the_rule_after() -> None:
+    """``--link-saves joins`` is how the GPU command measures what making the joins again in backward costs."""
+    from hf_graphtf import attention_link
+
+    common = _load("common")
+    rule = attention_link.saves_halves
+    with common.link_saves("joins"):
+        assert attention_link.saves_halves(torch.ones(1, requires_grad=True)) is False
+    assert attention_link.saves_halves is rule
+    with common.link_saves("auto"):
+        assert attention_link.saves_halves is rule

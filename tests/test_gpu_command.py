@@ -50,10 +50,11 @@ def test_the_whole_gpu_command_rehearses_on_the_cpu(tmp_path):
     """Every default step exits 0 and says what the GPU call will measure (about 6 minutes on 2 cores)."""
     status, logs = rehearse(tmp_path)
     steps = ("sdpa_backends", "check_float32", "link_kernels", "sweep_train", "translation", "compiled_train")
-    for step in (*steps, "choice_link_scores", "choice_graph_modules", "choice_graph_fused"):
+    for step in (*steps, "choice_link_scores", "choice_link_joins", "choice_graph_modules", "choice_graph_fused"):
         assert f"{step} exit 0" in status, status
     assert logs["sweep_train"].count("target tokens/step") == 3  # one table per token budget
     assert "link kernel scores" in logs["choice_link_scores"] and "graph path modules" in logs["choice_graph_modules"]
+    assert "link saves joins" in logs["choice_link_joins"]
     assert "ops/step (ratio)" in logs["sweep_train"]
     assert "compiled" in logs["translation"] and "regional torch.compile" in logs["compiled_train"]
 

@@ -25,7 +25,7 @@ except ImportError:  # a checkout without `pip install -e .`: the package is two
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import hf_graphtf  # noqa: F401
 
-from hf_graphtf import graph_attention
+from hf_graphtf import attention_link, graph_attention
 from hf_graphtf.families import FAMILIES
 from hf_graphtf.translation_modes import TRANSLATION_DTYPES, canonical_dtype, check_compilable
 from hf_graphtf.variants import variant_options
@@ -298,6 +298,23 @@ def add_kernel_args(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="graph layers' group path: the per-device table's choice, fused, or one call per module",
     )
+    parser.add_argument(
+        "--link-saves",
+        choices=["auto", "joins"],
+        default="auto",
+        help="what a previous-mode link on the concat kernel saves for backward: halves where they help, or joins",
+    )
+
+
+@contextlib.contextmanager
+def link_saves(choice: str) -> Iterator[None]:
+    """A linked step saves its joins as halves where `saved_joins.saves_halves` says so (``auto``), or keeps the
+    joins (``joins``): the measurement of what making them again in backward costs on a device."""
+    if choice == "auto":
+        yield
+        return
+    with mock.patch.object(attention_link, "saves_halves", lambda *tensors: False):
+        yield
 
 
 @contextlib.contextmanager

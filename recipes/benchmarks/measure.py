@@ -165,9 +165,10 @@ def peak_memory_bytes(fn: Callable[[], object], *, device: str, method: str, liv
 
 def device_kernel_times(fn: Callable[[], object], device: str) -> dict[str, float] | None:
     """Seconds the GPU spent in each kernel (by kernel name, memory copies included) during one call of `fn`;
-    None off CUDA. Only the device's own events are summed: the profiler also charges each kernel to the CPU
-    event that launched it (``self_device_time_total`` of ``cudaLaunchKernel`` and of aten ops), so a sum
-    over every event counts a kernel twice."""
+    None off CUDA. Only the device's own events are summed, annotations left out: the profiler also charges
+    each kernel to the CPU event that launched it (``self_device_time_total`` of ``cudaLaunchKernel`` and of
+    aten ops) and to a GPU-side annotation around it, so a sum over every event counts a kernel two or three
+    times."""
     if not device.startswith("cuda"):
         return None
     torch.cuda.synchronize()
@@ -176,7 +177,8 @@ def device_kernel_times(fn: Callable[[], object], device: str) -> dict[str, floa
         torch.cuda.synchronize()
     times: dict[str, float] = {}
     for event in prof.events():
-        if event.device_type != torch.autograd.DeviceType.CPU:
+        # GPU-side user annotations (the optimizer's "Optimizer.step#AdamW.step") span the kernels they hold
+        if event.device_type != torch.autograd.DeviceType.CPU and not getattr(event, "is_user_annotation", False):
             times[event.name] = times.get(event.name, 0.0) + event.self_device_time_total / 1e6
     return times
 

@@ -12,7 +12,8 @@ time), and on CUDA the kernels where each variant's GPU time differs most from v
 the variant's step: what says whether the link's joins in backward or its gradient sums are worth a kernel
 of their own. ``--compile`` compiles each layer (regional ``torch.compile``), vanilla and variants alike.
 ``--graph-path`` forces graph layers' fused group path or the per-module one, to measure
-`graph_attention.FUSED_PATH_MEASURED` on a device.
+`graph_attention.FUSED_PATH_MEASURED` on a device; ``--link-saves joins`` keeps the link's joins for backward
+instead of their halves (`hf_graphtf.saved_joins`), to measure what making them again costs.
 
 A step is forward + backward + AdamW step on one batch of random sentences (the same batch for
 vanilla and variant). Throughput is target tokens per second; the ratio is variant / vanilla, the
@@ -36,6 +37,7 @@ from common import (
     add_kernel_args,
     build_model,
     graph_path,
+    link_saves,
     positive_ints,
     random_batch,
     resolve_shape,
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         help="compile each layer (regional torch.compile; backend default inductor)",
     )
     args = parser.parse_args(argv)
-    with graph_path(args.graph_path, args.device):
+    with graph_path(args.graph_path, args.device), link_saves(args.link_saves):
         for budget in args.tokens or [None]:
             run_budget(args, budget)
             print()
@@ -130,7 +132,7 @@ def run_budget(args: argparse.Namespace, budget: int | None) -> None:
     settings = {
         "model": f"{args.family}, size {args.size} ({shape.describe()}), {args.dtype}, "
         f"attn_implementation {args.attn_implementation}, link kernel {args.link_kernel or 'default'}, "
-        f"graph path {args.graph_path}, device {args.device}, threads {threads}",
+        f"graph path {args.graph_path}, link saves {args.link_saves}, device {args.device}, threads {threads}",
         "batch": f"{shape.batch_size} sentences, source {src_len} / target {tgt_len} positions padded, "
         f"{tokens} real target tokens",
         "steps": f"{args.warmup} warm-up + {args.steps} measured rounds per pair, interleaved; medians"

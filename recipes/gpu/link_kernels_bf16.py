@@ -11,7 +11,7 @@ relative L2 distance between the two kernels' logits must stay below 2% (a bf16 
 It also lists which SDPA backends accept queries and keys wider than the values, on this torch, and checks
 that a training step on the concat kernel keeps its joins for backward as their halves with the kernel this
 device runs (`hf_graphtf.saved_joins`): joins are made again in backward, the gradients are those of a step
-that keeps the joins, and the step's peak memory is no higher.
+that keeps the joins, and the step's peak memory (above what was allocated when it began) is no higher.
 """
 
 from __future__ import annotations
@@ -63,18 +63,21 @@ def saved_joins_check(device: str, dtype: torch.dtype, shape) -> tuple[str, bool
         return join_again(*halves)
 
     def step(keep_halves: bool) -> tuple[torch.Tensor, float | None]:
+        """The step's gradients (on the CPU, so that one step's copy does not weigh on the next one's peak) and
+        its peak above what was allocated when it began."""
         model.zero_grad(set_to_none=True)
         on_cuda = device.startswith("cuda")
         if on_cuda:
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
+            start = torch.cuda.memory_allocated(device)
         halves = mock.patch.object(attention_link, "_join_again", counted)
         joins = mock.patch.object(attention_link, "saves_halves", lambda *tensors: False)
         torch.manual_seed(0)  # the same dropout draws in both steps
         with halves if keep_halves else joins:
             model(**batch).loss.backward()
-        peak = torch.cuda.max_memory_allocated(device) / 2**20 if on_cuda else None
-        grads = torch.cat([p.grad.float().flatten() for p in model.parameters() if p.grad is not None])
+        peak = (torch.cuda.max_memory_allocated(device) - start) / 2**20 if on_cuda else None
+        grads = torch.cat([p.grad.float().flatten().cpu() for p in model.parameters() if p.grad is not None])
         return grads, peak
 
     kept_joins, joins_peak = step(keep_halves=False)

@@ -16,9 +16,10 @@
 #   d. translation, about 2.5 minutes: the linked model beside vanilla in fp32 and bf16, eager, and compiled
 #      (static cache) in bf16, greedy and beam 4, batches of 64;
 #   e. compiled training, about 2 minutes: the sweep's middle budget with every layer compiled;
-#   f. choices, about 1 minute: at the middle budget, the link on its other kernel (scores) and the graph
-#      layers on their per-module path, the measurements behind `attention_link_kernel="auto"` on CUDA and
-#      `graph_attention.FUSED_PATH_MEASURED`.
+#   f. choices, about 1.5 minutes: at the middle budget, the link on its other kernel (scores), the link
+#      keeping its joins for backward (what making them again costs), and the graph layers on each group path:
+#      the measurements behind `attention_link_kernel="auto"`, `saved_joins` and
+#      `graph_attention.FUSED_PATH_MEASURED` on CUDA.
 # The steps run in the order of what a lease most needs (correctness of the fused paths first, the sweep,
 # translation, compiled training, the choices, the link kernels' bf16 agreement). On the GPU the whole
 # command keeps inside --budget seconds (default 560, for the device tool's 600): a step that would outrun
@@ -154,6 +155,8 @@ fi
 
 if has_step choices; then  # about 1 minute: the measurements behind the per-device choices, at the middle budget
     run choice_link_scores 45 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --variants al-prev-both --link-kernel scores
+    run choice_link_joins 45 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --variants al-prev-both --link-saves joins \
+        --profile
     GRAPHS=graph-half+gate,graph-self_gate,graph-shared+gate
     run choice_graph_modules 60 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --variants "$GRAPHS" --graph-path modules
     run choice_graph_fused 60 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --variants "$GRAPHS" --graph-path fused
