@@ -28,11 +28,16 @@ from .transformers_seam import eager_attention, sdpa_attention_forward
 #: attention implementations the fused group path runs on; others take the per-module path
 FUSED_IMPLEMENTATIONS = ("eager", "sdpa")
 #: (device type, shared q/k/v) -> whether the fused group path measured faster there than one call per module.
-#: On a CPU (recipes/benchmarks/RESULTS.md, "Where the time goes"), matmuls set the pace: shared q/k/v gains
-#: (+13%: 6 projections instead of 9), separate modules ran at the same speed with more memory. A device type
-#: not listed (CUDA) takes the fused path, which dispatches 1.21x vanilla's ops for half-dim + gate against the
-#: per-module path's 1.50x (recipes/benchmarks/op_count.py): what pays where kernel launches set the pace.
-FUSED_PATH_MEASURED: dict[tuple[str, bool], bool] = {("cpu", True): True, ("cpu", False): False}
+#: On a CPU (recipes/benchmarks/RESULTS.md, "Where the time goes") matmuls set the pace: with shared q/k/v the
+#: fused path does fewer projections and gains; with separate modules it gained nothing and held more memory.
+#: On CUDA (RESULTS.md, "On an NVIDIA H200 (2026-12-04)", measured at 16K target tokens a step in bf16) the
+#: fused path was faster for both. A device type not listed takes the fused path, which dispatches fewer ops.
+FUSED_PATH_MEASURED: dict[tuple[str, bool], bool] = {
+    ("cpu", True): True,
+    ("cpu", False): False,
+    ("cuda", True): True,
+    ("cuda", False): True,
+}
 
 
 def fused_path_pays(device_type: str, shared_qkv: bool) -> bool:

@@ -65,3 +65,19 @@ def test_a_step_past_the_budget_is_skipped_and_says_so_and_the_results_still_com
     status, logs = rehearse(tmp_path, "backends,correctness", budget=0)
     assert status.count("skipped") == 3, status  # sdpa_backends, check_float32, link_kernels
     assert logs == {}
+
+
+def test_the_summary_reads_a_calls_logs_and_judges_each_target_by_the_scripts_thresholds(monkeypatch, capsys):
+    """The results page's GPU tables come from `recipes/gpu/summarize.py` over the logs a call brought back;
+    a log format the summary no longer reads, or a threshold it restates wrongly, fails here."""
+    monkeypatch.syspath_prepend(str(ROOT / "recipes" / "gpu"))
+    import summarize
+
+    summarize.main([str(ROOT / "recipes" / "gpu" / "results" / "h200-2026-12-04")])
+    out = capsys.readouterr().out
+    assert out.count("| 16,174 ") >= 2 and "| 32,537 " in out  # the sweep's budgets
+    assert "CatArrayBatchedCopy" in out  # the link's joins among its kernels
+    assert "| graph path per module | graph-half+gate   | 0.80x" in out
+    targets = out.split("**The targets:**")[1]
+    assert "| link training, 16,174 tokens " in targets and "| 0.83x " in targets and "missed" in targets
+    assert ">= 0.97x vanilla" in targets and ">= 90% of its FLOP bound" in targets

@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# The GPU issue in one command of about 8 minutes, for a lease of 15 minutes of device time in all (start-up
-# and hand-back included, 10 minutes a command, 8 files back): room to run it once and rerun it once.
+# The GPU issue in one command (about 5 minutes on an H200, 2026-12-04), for a lease of 15 minutes of device
+# time in all (start-up and hand-back included, 10 minutes a command, 8 files back): room to run it once and
+# rerun part of it.
 # Each step runs under its own time limit; everything lands in $OUT as three files (gpu_results.tar.gz with
 # every log, status.txt, machine.txt).
 #
 #   a. backends, about 20 s: the SDPA backend each attention shape gets with gradients (vanilla's 64/64 and
 #      128/128 heads, the link's concat kernel's 128/64 and 256/128) and the cuDNN version
 #      (recipes/gpu/sdpa_backends.py);
-#   b. correctness, about 1.5 minutes: `hf-graphtf check` on CUDA in bfloat16 (float32 passed in the first
-#      lease; the graph layers' fused path now runs there), and the link's concat kernel against the eager
+#   b. correctness, about 1 minute: `hf-graphtf check` on CUDA in bfloat16 (float32 passed in the first
+#      lease), and, last, the link's concat kernel against the eager
 #      score sum in bf16, with a training step keeping its joins as halves on this device's SDPA kernel
 #      (made again in backward, the same gradients, no higher peak);
-#   c. sweep, about 2.5 minutes: training throughput, peak memory, ops per step and GPU busy of vanilla, the
+#   c. sweep, about 1 minute: training throughput, peak memory, ops per step and GPU busy of vanilla, the
 #      link and graph half-dim + gate in bf16 at the papers' shape, at 4K, 16K and 32K target tokens a step;
-#   d. translation, about 2.5 minutes: the linked model beside vanilla in fp32 and bf16, eager, and compiled
+#   d. translation, about 70 s: the linked model beside vanilla in fp32 and bf16, eager, and compiled
 #      (static cache) in bf16, greedy and beam 4, batches of 64;
-#   e. compiled training, about 2 minutes: the sweep's middle budget with every layer compiled;
-#   f. choices, about 1.5 minutes: at the middle budget, the link on its other kernel (scores), the link
+#   e. compiled training, about 1 minute: the sweep's middle budget with every layer compiled;
+#   f. choices, about 75 s: at the middle budget, the link on its other kernel (scores), the link
 #      keeping its joins for backward (what making them again costs), and the graph layers on each group path:
 #      the measurements behind `attention_link_kernel="auto"`, `saved_joins` and
 #      `graph_attention.FUSED_PATH_MEASURED` on CUDA.
@@ -140,20 +141,20 @@ fi
 
 SWEEP=(recipes/benchmarks/train_throughput.py --device "$DEVICE" --dtype "$DTYPE" --size "$SIZE" --no-progress
     "${SWEEP_STEPS[@]}" "${MEMORY[@]}" --variants al-prev-both,graph-half+gate)
-if has_step sweep; then  # about 2.5 minutes: the token budgets users train at, with ops and GPU busy
+if has_step sweep; then  # about 1 minute: the token budgets users train at, with ops and GPU busy
     run sweep_train 150 python3 "${SWEEP[@]}" --tokens "$TOKENS" --profile
 fi
 
-if has_step translation; then  # about 2 minutes: the "Fast translation" modes on this device
+if has_step translation; then  # about 70 s: the "Fast translation" modes on this device
     run translation 170 python3 recipes/benchmarks/translation_speed.py --device "$DEVICE" --modes fp32,bf16 \
         --compiled "$DTYPE" "${TRANSLATION[@]}"
 fi
 
-if has_step compiled; then  # about 2 minutes: regional torch.compile of the layers in training
+if has_step compiled; then  # about 1 minute: regional torch.compile of the layers in training
     run compiled_train 120 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --compile "$COMPILER"
 fi
 
-if has_step choices; then  # about 1 minute: the measurements behind the per-device choices, at the middle budget
+if has_step choices; then  # about 75 s: the measurements behind the per-device choices, at the middle budget
     run choice_link_scores 45 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --variants al-prev-both --link-kernel scores
     run choice_link_joins 45 python3 "${SWEEP[@]}" --tokens "$MIDDLE" --variants al-prev-both --link-saves joins \
         --profile
