@@ -212,7 +212,7 @@ def test_translation_speed_runs_without_ctranslate2_and_says_so(monkeypatch, cap
 
 
 def test_translation_speed_times_compiled_decoding_with_its_compile_time_apart(monkeypatch, capsys) -> None:
-    """``--compiled`` adds the linked model with compiled decoding and says its first call's time apart
+    """``--compiled`` adds vanilla and the linked model with compiled decoding and says their first calls' time apart
     (compiled here with the eager backend: a smoke test need not wait for the compiler); ``--compiled int8``
     is refused when the arguments are read."""
     from hf_graphtf import inference, translation_modes
@@ -227,6 +227,7 @@ def test_translation_speed_times_compiled_decoding_with_its_compile_time_apart(m
     out = capsys.readouterr().out
     systems = [row[2] for row in _table_rows(out)]
     assert "linked (attention_link=both) fp32, compiled" in systems
+    assert "Transformers MarianMTModel fp32, compiled" in systems  # the link against vanilla in the same mode
     assert not any("int8, compiled" in system for system in systems)
     assert "First call of each compiled system" in out
     with pytest.raises(SystemExit):  # asked for by name, int8 is refused, not left out

@@ -246,7 +246,8 @@ def main(argv: list[str] | None = None) -> None:
         const=["fp32", "bf16"],
         default=[],
         metavar="MODES",
-        help="also the linked model with compiled decoding (static cache, torch.compile: translate --compile on) "
+        help="also vanilla and the linked model with compiled decoding (static cache, torch.compile: translate "
+        "--compile on) "
         "in these formats (without a value: fp32,bf16; int8 is refused, its quantized linears do not compile), "
         "its compile time said apart",
     )
@@ -289,9 +290,10 @@ def main(argv: list[str] | None = None) -> None:
             tokenizer, models[f"{label} {mode}"] = load_model(str(folders[family]), args.device, mode)
     compiled_names = []
     for mode in args.compiled if not args.end_to_end_only else []:
-        name = f"linked (attention_link=both) {mode}, compiled"
-        _, models[name] = load_model(str(folders["linked"]), args.device, mode, compile="on")
-        compiled_names.append(name)
+        for family, label in (("vanilla", "Transformers MarianMTModel"), ("linked", "linked (attention_link=both)")):
+            name = f"{label} {mode}, compiled"
+            _, models[name] = load_model(str(folders[family]), args.device, mode, compile="on")
+            compiled_names.append(name)
     compile_seconds: list[str] = []
     rows, records = [], []
     # CTranslate2 reads token strings
