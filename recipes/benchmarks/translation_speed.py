@@ -318,6 +318,7 @@ def main(argv: list[str] | None = None) -> None:
                 systems[name](beams)()
                 search = "greedy" if beams == 1 else f"beam {beams}"
                 compile_seconds.append(f"{name}, {search}, {threads} thread(s): {time.perf_counter() - began:.0f} s")
+                print(f"compiled: {compile_seconds[-1]}", file=sys.stderr, flush=True)  # a run cut short keeps it
             timing = interleaved(
                 [systems[name](beams) for name in names],
                 steps=args.steps,
@@ -340,6 +341,7 @@ def main(argv: list[str] | None = None) -> None:
                     "–" if ct2_int8 is None else f"{timing.median(ct2_int8) / timing.median(i):.2f}x",
                 ]
                 rows.append(cells)
+                print("measured: " + " | ".join(cells), file=sys.stderr, flush=True)  # a run cut short keeps it
                 records.append(
                     {"threads": threads, "beams": beams, "system": name, "tokens_per_second": tokens_per_second}
                 )

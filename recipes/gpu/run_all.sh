@@ -14,8 +14,9 @@
 #      (made again in backward, the same gradients, no higher peak);
 #   c. sweep, about 1 minute: training throughput, peak memory, ops per step and GPU busy of vanilla, the
 #      link and graph half-dim + gate in bf16 at the papers' shape, at 4K, 16K and 32K target tokens a step;
-#   d. translation, about 70 s: the linked model beside vanilla in fp32 and bf16, eager, and compiled
-#      (static cache) in bf16, greedy and beam 4, batches of 64;
+#   d. translation, about 2.5 minutes (70 s with the linked model alone compiled; 141 s did not finish with
+#      vanilla compiled too, 2026-12-04): the linked model beside vanilla in fp32 and bf16, eager, and both
+#      compiled (static cache) in bf16, greedy and beam 4, batches of 64;
 #   e. compiled training, about 1 minute: the sweep's middle budget with every layer compiled;
 #   f. choices, about 75 s: at the middle budget, the link on its other kernel (scores), the link
 #      keeping its joins for backward (what making them again costs), and the graph layers on each group path:
@@ -145,8 +146,8 @@ if has_step sweep; then  # about 1 minute: the token budgets users train at, wit
     run sweep_train 150 python3 "${SWEEP[@]}" --tokens "$TOKENS" --profile
 fi
 
-if has_step translation; then  # about 70 s: the "Fast translation" modes on this device
-    run translation 170 python3 recipes/benchmarks/translation_speed.py --device "$DEVICE" --modes fp32,bf16 \
+if has_step translation; then  # about 2.5 minutes: the "Fast translation" modes on this device
+    run translation 240 python3 recipes/benchmarks/translation_speed.py --device "$DEVICE" --modes fp32,bf16 \
         --compiled "$DTYPE" "${TRANSLATION[@]}"
 fi
 
