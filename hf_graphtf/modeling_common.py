@@ -48,6 +48,7 @@ from .transformers_seam import (
     enable_activation_checkpointing,
     hf_init,
     is_torchdynamo_compiling,
+    keep_computed_positions_frozen,
     merge_with_config_defaults,
     new_decoder_cache,
     take_cache,
@@ -79,10 +80,12 @@ class LinkGateInitMixin:
     """The vanilla initialisation, and the learned link gate at zero (`attention_link_gate="learned"`): at
     build time, and when a checkpoint saved without it is loaded (a missing key, which Transformers fills
     through `_init_weights`). Every class with its own `_init_weights` that can hold linked layers takes it:
-    the models and the encoder and decoder stacks, which Transformers initialises as sub-models."""
+    the models and the encoder and decoder stacks, which Transformers initialises as sub-models. A computed
+    position table, which loading computes here, stays frozen (`keep_computed_positions_frozen`)."""
 
     def _init_weights(self, module):
         super()._init_weights(module)
+        keep_computed_positions_frozen(module)
         if isinstance(getattr(module, "link_gate", None), nn.Parameter):
             hf_init.zeros_(module.link_gate)
 

@@ -31,6 +31,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions
+from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
 from transformers.utils import is_torchdynamo_compiling
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
@@ -163,6 +164,33 @@ def compiled_decoding_refusal(model_type: str, installed: str = transformers.__v
     return None
 
 
+#: Position tables Transformers computes rather than learns: built frozen (``_freeze=True``), never saved (the
+#: model's ``_keys_to_ignore_on_save``), computed again at every load (`_init_weights`). Marian's only: BART
+#: learns its positions and saves them, M2M100 keeps its table in a buffer.
+COMPUTED_POSITION_TABLES: tuple[type[nn.Module], ...] = (MarianSinusoidalPositionalEmbedding,)
+
+
+def keep_computed_positions_frozen(module: nn.Module) -> None:
+    """Freeze `module`'s table again if it is a computed one (`COMPUTED_POSITION_TABLES`); called from the
+    models' `_init_weights`, where loading computes the table.
+
+    Corrects `PreTrainedModel._move_missing_keys_from_meta_to_device` (seen in 5.17, 5.23 and 5.25): a parameter
+    missing from a checkpoint comes back as a new `nn.Parameter` that requires a gradient, one built frozen too.
+    Marian's tables are always missing, since saving leaves them out, so after `from_pretrained` an optimizer
+    trained them and `save_pretrained` dropped what it trained: the model on disk was not the one evaluated."""
+    if isinstance(module, COMPUTED_POSITION_TABLES):
+        module.weight.requires_grad_(False)
+
+
+def unsaved_trainable_parameters(model: nn.Module) -> list[str]:
+    """The parameters of `model` that need a gradient but `save_pretrained` does not write, whatever made them
+    trainable: what a run would train and then lose. Follows `PreTrainedModel.save_pretrained` (5.x), which
+    deletes the state dict's keys named in ``_keys_to_ignore_on_save``. A PEFT model is read through its base."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    ignored = set(getattr(base, "_keys_to_ignore_on_save", None) or ())
+    return [name for name, parameter in base.named_parameters() if parameter.requires_grad and name in ignored]
+
+
 def eager_attention(module: nn.Module, query, key, value, attention_mask, dropout: float, scaling: float):
     """Scores, mask, softmax, dropout and the weighted sum, as Transformers' ``eager_attention_forward`` of
     the Marian/BART modules (5.0-5.24), taking boolean masks as well as additive ones."""
@@ -225,6 +253,7 @@ def warn_if_untested() -> None:
 
 __all__ = [
     "CACHE_KWARG",
+    "COMPUTED_POSITION_TABLES",
     "Cache",
     "GradientCheckpointingLayer",
     "LOWEST_TESTED",
@@ -240,12 +269,14 @@ __all__ = [
     "enable_activation_checkpointing",
     "hf_init",
     "is_torchdynamo_compiling",
+    "keep_computed_positions_frozen",
     "merge_with_config_defaults",
     "new_decoder_cache",
     "pipeline_generate_kwargs",
     "project_qkv",
     "sdpa_attention_forward",
     "take_cache",
+    "unsaved_trainable_parameters",
     "untested_releases",
     "warn_if_untested",
 ]

@@ -9,6 +9,7 @@ from transformers import (
 )
 
 from ..families import FAMILIES
+from ..transformers_seam import unsaved_trainable_parameters
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments
 from .pretrained import load_pretrained_with_options
 
@@ -57,3 +58,22 @@ def build_model(
         # undertrained model's runaway beams otherwise run on to max_length and dominate decoding time.
         generation.early_stopping = True
     return model
+
+
+def freeze_unsaved_parameters(model: PreTrainedModel) -> str | None:
+    """Freeze the parameters that need a gradient but that `save_pretrained` would not write, whatever made them
+    trainable, and say so in one line (None when there are none): a run trains only what its checkpoints hold,
+    so the model it evaluates is the model it saves. The package's own classes keep the one known cause away
+    (`transformers_seam.keep_computed_positions_frozen`); this catches a model from elsewhere, such as
+    Transformers' own Marian class."""
+    names = unsaved_trainable_parameters(model)
+    if not names:
+        return None
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    parameters = dict(base.named_parameters())
+    for name in names:
+        parameters[name].requires_grad_(False)
+    return (
+        f"froze {len(names)} parameter(s) that saving leaves out ({', '.join(names)}): trained, they would make "
+        "the evaluated model differ from the saved one"
+    )

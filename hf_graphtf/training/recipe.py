@@ -43,7 +43,7 @@ from .hub import card_model_id, create_hub_repo, upload_to_hub
 from .language_codes import apply_language_codes
 from .log_lines import announce
 from .metrics import build_compute_metrics
-from .models import build_model
+from .models import build_model, freeze_unsaved_parameters
 from .plateau import PlateauRule, PlateauStopping
 from .records import format_summary, run_record, write_outputs
 from .resume import (
@@ -118,6 +118,9 @@ def _run_translation(
         model = build_model(model_args, data_args, training_args, tokenizer)
         if model_args.lora_r:
             model = add_lora(model, model_args)
+        frozen = freeze_unsaved_parameters(model)
+        if frozen:
+            announce(training_args, frozen)
     else:
         model = _finished_model(model_args, data_args, training_args, tokenizer, checkpoint)
     codes = apply_language_codes(tokenizer, model, data_args)  # before tokenizing: NLLB's codes mark each side
