@@ -19,10 +19,8 @@ import contextlib
 import json
 import shutil
 import sys
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -30,12 +28,11 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from transformers import MarianConfig, MarianMTModel  # noqa: E402
 
-from hf_graphtf import modeling_common  # noqa: E402
 from hf_graphtf.data import load_parallel_corpus  # noqa: E402
 from hf_graphtf.machine import cpu_record  # noqa: E402
 from hf_graphtf.tokenization import train_joint_tokenizer  # noqa: E402
-from hf_graphtf.training import parse_recipe_args, recipe, run_translation  # noqa: E402
-from hf_graphtf.training.records import PREDICTIONS_FILE  # noqa: E402
+from hf_graphtf.training import parse_recipe_args, run_translation  # noqa: E402
+from hf_graphtf.training.tooling import PREDICTIONS_FILE, positions_left_trainable  # noqa: E402
 
 RECIPE = ROOT / "recipes" / "configs" / "finetune_opus_mt_es_en_10k_al_both.yaml"
 #: the CPU grid's shape (recipes/experiments/grid_bible_cpu_converged.yaml)
@@ -53,16 +50,6 @@ def write_stand_in(folder: Path, corpus: str, vocab_size: int, seed: int) -> Non
                           forced_eos_token_id=tokenizer.eos_token_id, max_position_embeddings=512, **SHAPE)  # fmt: skip
     MarianMTModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-
-
-@contextlib.contextmanager
-def positions_as_transformers_leaves_them() -> Iterator[None]:
-    """The tables trainable after loading, as before the fix (and nothing at the training start freezing them)."""
-    with (
-        mock.patch.object(modeling_common, "keep_computed_positions_frozen", lambda module: None),
-        mock.patch.object(recipe, "freeze_unsaved_parameters", lambda model: None),
-    ):
-        yield
 
 
 def run(stand_in: Path, corpus: str, output: Path, steps: int) -> dict[str, object]:
@@ -102,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     write_stand_in(stand_in, args.corpus, args.vocab_size, args.seed)
     rows = {}
     for name, context in (("frozen (the package now)", contextlib.nullcontext()),
-                          ("trainable (before)", positions_as_transformers_leaves_them())):  # fmt: skip
+                          ("trainable (before)", positions_left_trainable())):  # fmt: skip
         with context:
             rows[name] = run(stand_in, args.corpus, args.output / name.split()[0], args.steps)
     record = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": cpu_record(), "rows": rows,
