@@ -342,10 +342,8 @@ def use_score_path(
     ``"auto"`` picks what measured fastest (recipes/benchmarks/RESULTS.md): the score sum under
     eager and on a CPU (whose flash kernel refuses queries/keys wider than values, so the concat falls
     back to the slower, memory-hungrier math kernel); the concat on a GPU, in training and in one-row
-    decoding steps alike (on an H200 in bf16, greedy decoding ran at 0.89x vanilla with the concat
-    against 0.84x with one-row steps summing scores: recipes/gpu/results/h200-2026-11-27,
-    bench_link_kernels.log). Scores are also needed when the probabilities are requested, and once a
-    layer has carried scores.
+    decoding steps alike (the H200 sections of that page). Scores are also needed when the probabilities
+    are requested, and once a layer has carried scores.
     """
     if output_attentions or isinstance(prev_attn, CarriedScores):
         return True

@@ -19,9 +19,8 @@ from .data.bible_pairs import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 from .errors import UserError, report_user_error
 from .inference import TranslationInputWarning, default_device, load_model, translate_texts
 from .translation_modes import (
-    BF16_BLEU_COST,
     COMPILE_CHOICES,
-    INT8_BLEU_COST,
+    RESULTS_PAGE,
     TORCH_DTYPES,
     TRANSLATION_DTYPES,
     canonical_dtype,
@@ -31,8 +30,8 @@ from .translation_modes import (
 
 DEFAULT_CORPUS_DIR = "data/bible-es-en"
 DEFAULT_BUCKETS = (10, 20, 30, 40, 50)
-#: None keeps torch's default (one intra-op thread per core): on the 2-core machine of
-#: recipes/benchmarks/RESULTS.md ("Threads"), beam-5 translation was about 10% faster with two threads than one
+#: None keeps torch's default (one intra-op thread per core), which measured faster than one thread for beam
+#: search (recipes/benchmarks/RESULTS.md, "Threads")
 DEFAULT_THREADS = None
 
 
@@ -327,12 +326,10 @@ def _dtype_argument(allowed: tuple[str, ...]) -> Any:
     return parse
 
 
-#: ``--dtype`` of ``translate``: the fastest format whose quality held by default
+#: ``--dtype`` of ``translate``: by default what the device computes natively
 TRANSLATE_DTYPE_HELP = (
-    f"auto (default): bf16 where the device computes it natively (test BLEU {BF16_BLEU_COST:+.2f} against fp32 "
-    f"on the quickstart model), fp32 elsewhere; int8: CPU only, linear weights quantized ({INT8_BLEU_COST:+.2f} "
-    "BLEU there, your model may lose more), about 1.6x fp32's speed on a CPU; also fp32, bf16, fp16 "
-    "(recipes/benchmarks/RESULTS.md, 'Fast translation')"
+    "auto (default): bf16 where the device computes it natively, else fp32; int8: CPU only, never taken unasked; "
+    f"also fp32, bf16, fp16. Each one's cost and speed: {RESULTS_PAGE}, 'Fast translation'"
 )
 
 
@@ -393,11 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--compile",
         choices=COMPILE_CHOICES,
         default="auto",
-        help="compile decoding (static KV cache, torch.compile; greedy and beam): auto (default) compiles only "
-        "where it measured faster compile time included, which on a CPU it did not; on: a minute or more of "
-        "compiling per new batch shape, then bf16 beam 4 at about 1.3x eager on batches of one shape, but on a "
-        "1,024-line file 0.9x eager even with torch's compiler cache filled by an earlier run; in bf16 some "
-        "translations change, test BLEU of the main job's model did not (+0.03; RESULTS.md, 'Compiled decoding')",
+        help="compile decoding (static KV cache, torch.compile): auto (default) only where it measured faster, "
+        f"compiling included (not on a CPU); what it costs and buys: {RESULTS_PAGE}, 'Compiled decoding'",
     )
     translate.add_argument("--input", default="-", help="one sentence per line; '-' for stdin")
     translate.add_argument("--output", default="-", help="'-' for stdout")

@@ -376,3 +376,18 @@ def test_no_family_module_repeats_the_layer_classes():
         layer = getattr(module, f"Linked{family}DecoderLayer")
         assert layer.linked_attention_class is attention
         assert "class Linked" not in (PACKAGE / f"{module.__name__.rsplit('.', 1)[1]}.py").read_text(encoding="utf-8")
+
+
+def test_library_code_holds_no_measured_figure():
+    """Speed ratios and BLEU costs are measured by scripts in recipes/ and live on the results pages: the code and
+    its ``--help`` point there, so a new measurement changes a page, never the library."""
+    import re
+
+    figure = re.compile(r"\b\d+\.\d+x\b|[+-]\d+\.\d+ BLEU|\b\d+(\.\d+)?% (faster|slower)")
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if figure.search(line)
+    ]
+    assert found == []

@@ -65,7 +65,7 @@ def test_auto_precision_takes_bf16_only_on_a_cpu_with_bf16_instructions(tmp_path
     assert cpu_has_bf16(with_bf16) and resolve_precision("auto", use_cpu=True, cpuinfo=with_bf16) == "bf16"
     avx2 = _cpuinfo(tmp_path, "avx2 fma")
     assert not cpu_has_bf16(avx2) and resolve_precision("auto", use_cpu=True, cpuinfo=avx2) == "fp32"
-    with pytest.warns(EmulatedPrecisionWarning, match="0.05x the speed of fp32"):
+    with pytest.warns(EmulatedPrecisionWarning, match="many times slower than fp32"):
         assert resolve_precision("bf16", use_cpu=True, cpuinfo=avx2) == "bf16"  # asked for: kept, and warned
     assert not cpu_has_bf16(tmp_path / "absent")  # not Linux: no flags, fp32
     with warnings.catch_warnings():

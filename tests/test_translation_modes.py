@@ -6,6 +6,9 @@ int8 and bf16 translation run for real on tiny models of every family and option
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
 from model_matrix import FAMILIES, source_batch
@@ -14,7 +17,6 @@ from recipe_fixtures import one_thread, trained_tiny_model  # noqa: F401  (autou
 from hf_graphtf import cli, translation_modes
 from hf_graphtf.self_check import matrix
 from hf_graphtf.translation_modes import (
-    QUALITY_TOLERANCE,
     canonical_dtype,
     quantize_int8,
     resolve_translation_dtype,
@@ -46,12 +48,18 @@ def test_auto_falls_back_to_fp32_with_one_line_on_a_cpu_without_bf16(tmp_path):
     assert unreadable.dtype == "fp32" and "cannot tell" in unreadable.reason
 
 
-def test_auto_takes_bf16_only_because_it_held_quality(tmp_path, monkeypatch):
-    """The quality clause: were bf16's measured BLEU cost over the tolerance, auto would keep fp32."""
-    with_bf16 = _cpuinfo(tmp_path, "avx512_bf16")
-    assert abs(translation_modes.BF16_BLEU_COST) <= QUALITY_TOLERANCE
-    monkeypatch.setattr(translation_modes, "BF16_BLEU_COST", -(QUALITY_TOLERANCE + 0.01))
-    assert resolve_translation_dtype("auto", "cpu", with_bf16).dtype == "fp32"
+def test_the_lines_auto_and_int8_print_point_to_the_measured_costs_rather_than_restate_them(tmp_path):
+    """A measured figure lives on the results page, which the line names; the page has the section."""
+    lines = [
+        resolve_translation_dtype("auto", "cpu", _cpuinfo(tmp_path, "avx512_bf16")).reason,
+        resolve_translation_dtype("int8", "cpu", _cpuinfo(tmp_path, "")).reason,
+        cli.TRANSLATE_DTYPE_HELP,
+    ]
+    for line in lines:
+        assert translation_modes.RESULTS_PAGE in line and "Fast translation" in line
+        assert not re.search(r"[0-9]\.[0-9]", line), line  # no figure restated
+    page = Path(__file__).resolve().parents[1] / translation_modes.RESULTS_PAGE
+    assert "## Fast translation" in page.read_text(encoding="utf-8")
 
 
 def test_int8_is_never_chosen_unasked(tmp_path):

@@ -319,9 +319,9 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         default=None,
         metadata={
             "help": "'auto', 'fp32' or 'bf16': bf16 autocast (weights and optimizer stay fp32). 'auto' takes bf16 "
-            "on a GPU that supports it or a CPU with bf16 instructions (avx512_bf16/AMX), where it trains about "
-            "1.4x faster, and fp32 elsewhere (emulated bf16 is slower); the choice is recorded in results.json. "
-            "Unset: as the bf16/fp16 flags say."
+            "on a GPU that supports it or a CPU with bf16 instructions (avx512_bf16/AMX), fp32 elsewhere, and "
+            "records the choice in results.json (speeds: recipes/benchmarks/RESULTS.md). Unset: as the bf16/fp16 "
+            "flags say."
         },
     )
 

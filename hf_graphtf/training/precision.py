@@ -1,8 +1,9 @@
 """Which float precision a run trains in: ``precision: auto | fp32 | bf16``.
 
 bf16 autocast speeds a CPU run up only where the CPU has bf16 instructions (``avx512_bf16`` or AMX);
-on an AVX2-only CPU torch emulates bf16 and a training step ran 18x slower than fp32 (measured:
-`BF16_EMULATED_SPEED`), so ``auto`` takes fp32 there and an explicit ``bf16`` is warned about. The
+on an AVX2-only CPU torch emulates bf16 and a training step ran many times slower than fp32
+(recipes/benchmarks/RESULTS.md, "Attention path under bf16"), so ``auto`` takes fp32 there and an explicit
+``bf16`` is warned about. The
 hosts this project trains on come in several kinds under one CPU model name, so ``auto`` decides on
 the machine the run starts on, and the run records what it chose (results.json, the grid's rows): a
 bf16 run and an fp32 run are different runs, whatever their recipe says.
@@ -20,17 +21,11 @@ PRECISIONS = ("auto", "fp32", "bf16")
 #: The attention kernel a bf16 run on a CPU of each kind trains fastest with, at equal loss, as measured
 #: interleaved in one process (`recipes/benchmarks/speed_flags.py --modes fp32,bf16,bf16-eager --dropout 0.4`;
 #: recipes/benchmarks/RESULTS.md, "Attention path under bf16"). SDPA's CPU flash-attention backward takes
-#: much of bf16's gain away on both kinds measured: on an Intel host with AMX bf16 ran 1.21x fp32 with sdpa
-#: and 1.88x with eager; on an AMD host with avx512_bf16 alone 1.24x and 1.59x, and as much for the graph
-#: variants' own models (`speed_flags.py --recipe`: half-dim + gate 1.13x and 1.58x, self-gate 1.22x and
-#: 1.66x). A run keeps the kernel it started with when it resumes (`training.resume.keep_attention`),
-#: whatever this table says by then.
+#: much of bf16's gain away on both kinds measured, for the graph variants' own models too (`speed_flags.py
+#: --recipe`). A run keeps the kernel it started with when it resumes (`training.resume.keep_attention`),
+#: whatever this table says by then. On a CPU without bf16 instructions fp32 with eager attention measured no
+#: faster than with sdpa, so sdpa stays the fp32 kernel.
 BF16_CPU_ATTENTION = {"amx_bf16": "eager", "avx512_bf16": "eager"}
-#: bf16 autocast's training speed against fp32 on a CPU without bf16 instructions, where torch emulates it:
-#: an AMD host with AVX2 alone, the grid's shape, one thread, at equal loss (`speed_flags.py --modes
-#: fp32,fp32-eager,bf16 --dropout 0.4`; recipes/benchmarks/RESULTS.md, "Attention path under bf16").
-#: fp32 with eager attention ran 0.99x fp32 with sdpa there, so sdpa stays the fp32 kernel.
-BF16_EMULATED_SPEED = 0.05
 
 
 class EmulatedPrecisionWarning(UserWarning):
@@ -58,8 +53,8 @@ def resolve_attention(
 
     A linked model (``attention_link`` not ``none``) keeps sdpa: on a CPU its sdpa path already sums
     materialised scores and never reaches the flash backward that eager avoids, so eager measured no faster
-    (bf16 with sdpa 1.61x fp32, with eager 1.63x, at equal loss: `speed_flags.py --attention-link both`),
-    and the link's converged runs before this measurement trained with sdpa."""
+    (`speed_flags.py --attention-link both`), and the link's converged runs before this measurement trained
+    with sdpa."""
     if requested not in ATTENTION_CHOICES:
         raise ValueError(f"attn_implementation must be one of {ATTENTION_CHOICES}; got {requested!r}.")
     if requested != "auto":
@@ -79,9 +74,8 @@ def resolve_precision(requested: str, use_cpu: bool, cpuinfo: Path = Path("/proc
     if flags and not flags & set(BF16_CPU_FLAGS):
         warnings.warn(
             f"precision 'bf16' on a CPU without bf16 instructions ({'/'.join(BF16_CPU_FLAGS)}): torch emulates "
-            f"it, and a training step ran at {BF16_EMULATED_SPEED:.2f}x the speed of fp32 on such a host "
-            "(recipes/benchmarks/RESULTS.md). Set precision 'auto' or 'fp32' unless bf16 is what you mean "
-            "to measure.",
+            "it, many times slower than fp32 (recipes/benchmarks/RESULTS.md, 'Attention path under bf16'). "
+            "Set precision 'auto' or 'fp32' unless bf16 is what you mean to measure.",
             EmulatedPrecisionWarning,
             stacklevel=3,
         )
@@ -98,7 +92,6 @@ __all__ = [
     "ATTENTION_CHOICES",
     "BF16_CPU_ATTENTION",
     "BF16_CPU_FLAGS",
-    "BF16_EMULATED_SPEED",
     "EmulatedPrecisionWarning",
     "PRECISIONS",
     "cpu_flags",

@@ -8,8 +8,9 @@
 Each format translates the whole split through the package's own `load_model` and `translate_texts` (the
 calls under ``hf-graphtf translate``), with the model's beam (``--beam-size`` to change it); scores are
 sacreBLEU's BLEU and chrF against the split's target side, and the table gives each format's difference
-from fp32. `hf_graphtf.translation_modes` holds the bf16 and int8 figures of the main job's model:
-``auto`` takes bf16 only because its cost there stayed within `QUALITY_TOLERANCE`.
+from fp32, and whether it stays within `QUALITY_TOLERANCE` BLEU of it: the bar a format must clear for the
+results page to call it free of cost (``auto`` takes bf16 by what the device computes; this table says what
+that costs).
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from common import compiled_formats, translation_formats
 
 from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.inference import load_model, translate_texts
-from hf_graphtf.translation_modes import QUALITY_TOLERANCE, TRANSLATION_DTYPES
+from hf_graphtf.translation_modes import TRANSLATION_DTYPES
+
+#: how far a cheaper format may move test BLEU from fp32 and still count as costing nothing
+QUALITY_TOLERANCE = 0.3
 
 
 def main(argv: list[str] | None = None) -> None:
