@@ -49,6 +49,7 @@ import torch
 from torch import nn
 
 from .layer_blocks import add_and_norm, attentions_requested, feed_forward, normalizes_before, sublayer_input
+from .link_modes import LinkMode, get_link_mode
 from .saved_joins import Join, joins_saved_as_halves, saves_halves
 from .transformers_seam import (
     cache_kwargs,
@@ -189,7 +190,7 @@ def linked_scores_attention(
     attention_mask: torch.Tensor | None,
     prev_attn: LinkCarry,
     *,
-    mode: str,
+    mode: LinkMode,
     scaling: float,
     dropout: float,
 ) -> tuple[torch.Tensor, torch.Tensor, CarriedScores]:
@@ -206,7 +207,7 @@ def linked_scores_attention(
     weights = nn.functional.softmax(linked if mask is None else linked + mask, dim=-1)
     weights = nn.functional.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()
-    return output, weights, CarriedScores(scores if mode == "previous" else linked)
+    return output, weights, CarriedScores(mode.carry(scores, linked))
 
 
 def joined_heads(current: torch.Tensor, carried: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -239,7 +240,7 @@ def linked_concat_attention(
     attention_mask: torch.Tensor | None,
     prev_attn: CarriedQueryKey | None,
     *,
-    mode: str,
+    mode: LinkMode,
     scaling: float,
     dropout: float,
     **kwargs: Any,
@@ -257,16 +258,13 @@ def linked_concat_attention(
     else:
         query_cat, key_cat = query, key
     kwargs.pop("output_attentions", None)
-    # in previous mode a join's halves live on anyway (the next layer joins this layer's); in cumulative mode
-    # the join itself is the carry, which the next layer's join keeps
-    keeps_halves = joins and mode == "previous" and saves_halves(query_cat, key_cat)
+    keeps_halves = joins and mode.keeps_halves and saves_halves(query_cat, key_cat)
     saving = joins_saved_as_halves(joins) if keeps_halves else _as_usual
     with saving:
         output, _ = sdpa_attention_forward(
             module, query_cat, key_cat, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
-    carry = CarriedQueryKey(query, key) if mode == "previous" else CarriedQueryKey(query_cat, key_cat)
-    return output, None, carry
+    return output, None, CarriedQueryKey(*mode.carry((query, key), (query_cat, key_cat)))
 
 
 class LinkedAttentionMixin:
@@ -308,7 +306,7 @@ class LinkedAttentionMixin:
             value,
             attention_mask,
             prev_attn,
-            mode=config.attention_link_mode,
+            mode=get_link_mode(config.attention_link_mode),
             scaling=self.scaling,
             dropout=dropout,
         )
@@ -323,14 +321,13 @@ def stores_linked_keys(
     stores its keys in the KV cache already concatenated with the carried ones, so a decoding step reads
     them instead of concatenating them again (one op fewer per linked cross-attention layer and step). Only
     with a cache: without one (training) the keys are made anew at every call and are concatenated where
-    they always were. Only in ``previous`` mode: there the stored keys are twice the width; in
-    ``cumulative`` mode layer n's would be n + 1 times, for the whole `generate`."""
+    they always were. Only where the mode allows it (`LinkMode.stores_linked_keys`)."""
     return (
         cache is not None
         and key_value_states is not None
         and not sums_scores
         and isinstance(prev_attn, CarriedQueryKey)
-        and config.attention_link_mode == "previous"
+        and get_link_mode(config.attention_link_mode).stores_linked_keys
     )
 
 

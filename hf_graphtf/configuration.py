@@ -5,8 +5,8 @@ raises a plain `ValueError` naming the field, the value and the allowed values, 
 what a user catches and reads; the `@strict` type checks of the parent configs raise a different
 exception type, so the new fields are deliberately kept out of them.
 
-This module travels with saved checkpoints (``trust_remote_code``): it imports only Transformers and
-the fusion registry (torch).
+This module travels with saved checkpoints (``trust_remote_code``): it imports only Transformers, the
+fusion registry (torch) and the link-mode registry.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from transformers import BartConfig, M2M100Config, MarianConfig
 
 from .graph_fusions import FUSIONS
+from .link_modes import LINK_MODES
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,8 @@ GRAPH_OPTIONS: tuple[GraphOption, ...] = (
     GraphOption(
         "attention_link_mode",
         "previous",
-        ("previous", "cumulative"),
-        "'previous' adds the previous layer's own scores (the Attention Link paper); 'cumulative' adds its "
-        "linked scores, a running sum as in RealFormer.",
+        LINK_MODES.keys(),
+        " ".join(mode.help for mode in LINK_MODES.values()),
     ),
     GraphOption(
         "attention_link_kernel",

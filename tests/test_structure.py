@@ -391,3 +391,33 @@ def test_library_code_holds_no_measured_figure():
         if figure.search(line)
     ]
     assert found == []
+
+
+@pytest.mark.parametrize("carries, like", [("own", "previous"), ("linked", "cumulative")])
+def test_a_new_link_mode_is_one_registration(monkeypatch, carries, like):
+    """A third mode is one `LinkMode` in `LINK_MODES`: the config accepts it, and both kernels, the cache of
+    joined cross-attention keys and the saving of joins read it, so a mode that carries as an existing one
+    computes what that one does, training and decoding with the cache alike."""
+    import torch
+    from model_matrix import source_batch, target_batch, tiny_model
+
+    from hf_graphtf.link_modes import LINK_MODES, LinkMode, get_link_mode
+
+    monkeypatch.setitem(LINK_MODES, "third", LinkMode("third", carries, "'third': a test's mode."))
+    input_ids, attention_mask = source_batch()
+    for kernel, implementation in (("scores", "eager"), ("concat", "sdpa")):
+        outputs = {}
+        for mode in ("third", like):
+            options = {"attention_link": "both", "attention_link_mode": mode, "attention_link_kernel": kernel}
+            model = tiny_model("marian", options, attn_implementation=implementation)
+            logits = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=target_batch()).logits
+            generated = model.generate(
+                input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=5, num_beams=2
+            )
+            outputs[mode] = (logits, generated)
+        torch.testing.assert_close(outputs["third"][0], outputs[like][0], rtol=0, atol=0)
+        assert torch.equal(outputs["third"][1], outputs[like][1])
+    with pytest.raises(ValueError, match="attention_link_mode must be one of"):
+        tiny_model("marian", {"attention_link": "both", "attention_link_mode": "fourth"})
+    with pytest.raises(ValueError, match="'previous', 'cumulative', 'third'"):
+        get_link_mode("fourth")

@@ -16,6 +16,12 @@ import torch
 import torch.nn.functional as F
 
 NEG = -1e30
+#: docs/method.md's carry of each link mode, written out here (not read from `link_modes`): layer n hands on its
+#: own scores A_n or its linked scores S_n. A mode missing here fails the re-computation by name.
+CARRY = {
+    "previous": lambda scores, linked: scores,
+    "cumulative": lambda scores, linked: linked,
+}
 
 
 def _linear(module, x):
@@ -45,8 +51,7 @@ def attention(attn, query_states, kv_states, mask, link=None, mode="previous"):
     linked = scores if link is None else scores + link  # S_n
     probs = torch.softmax(linked if mask is None else linked + mask, dim=-1)
     out = (probs @ v).transpose(1, 2).reshape(query_states.shape[0], query_states.shape[1], -1)
-    carry = scores if mode == "previous" else linked
-    return _linear(attn.out_proj, out), probs, carry
+    return _linear(attn.out_proj, out), probs, CARRY[mode](scores, linked)
 
 
 def _norm(ln, x):
