@@ -18,6 +18,7 @@ from test_models_training import copy_task_batch
 
 from hf_graphtf import attention_link, saved_joins
 from hf_graphtf.attention_link import CarriedQueryKey, joined_heads, linked_concat_attention
+from hf_graphtf.link_modes import PREVIOUS
 from hf_graphtf.transformers_seam import enable_activation_checkpointing
 
 _SDPA = torch.nn.functional.scaled_dot_product_attention
@@ -145,7 +146,7 @@ def test_a_linked_call_passes_gradcheck(fused_like_sdpa, rejoins):
     def linked(query, key, carried_query, carried_key, value):
         carry = CarriedQueryKey(carried_query, carried_key)
         output, _, _ = linked_concat_attention(
-            module, query, key, value, None, carry, mode="previous", scaling=0.5, dropout=0.0
+            module, query, key, value, None, carry, mode=PREVIOUS, scaling=0.5, dropout=0.0
         )
         return output
 
