@@ -292,7 +292,8 @@ class LinkedAttentionMixin:
             config.attention_link_kernel, implementation, hidden_states, prev_attn, attentions_requested(self, kwargs)
         )
         cache = take_cache(kwargs)
-        stores = stores_linked_keys(config, prev_attn, cache, key_value_states, sums_scores)
+        mode = get_link_mode(config.attention_link_mode)
+        stores = stores_linked_keys(mode, prev_attn, cache, key_value_states, sums_scores)
         carried_keys = prev_attn.keys if stores else None
         query, key, value = project_qkv(self, hidden_states, key_value_states, cache, carried_keys)
         if sums_scores:
@@ -306,7 +307,7 @@ class LinkedAttentionMixin:
             value,
             attention_mask,
             prev_attn,
-            mode=get_link_mode(config.attention_link_mode),
+            mode=mode,
             scaling=self.scaling,
             dropout=dropout,
         )
@@ -315,7 +316,7 @@ class LinkedAttentionMixin:
 
 
 def stores_linked_keys(
-    config, prev_attn: LinkCarry, cache: Any, key_value_states: torch.Tensor | None, sums_scores: bool
+    mode: LinkMode, prev_attn: LinkCarry, cache: Any, key_value_states: torch.Tensor | None, sums_scores: bool
 ) -> bool:
     """Whether this call, cross-attention (``key_value_states``) on the concat kernel (not `sums_scores`),
     stores its keys in the KV cache already concatenated with the carried ones, so a decoding step reads
@@ -327,7 +328,7 @@ def stores_linked_keys(
         and key_value_states is not None
         and not sums_scores
         and isinstance(prev_attn, CarriedQueryKey)
-        and get_link_mode(config.attention_link_mode).stores_linked_keys
+        and mode.stores_linked_keys
     )
 
 
