@@ -32,7 +32,8 @@
 # On the GPU machine: the device tool's run with command `bash recipes/gpu/run_all.sh`, timeout_s 600 and
 # carry [".whl"] (15 MB of wheels, the tracked tree 12 MB: 27 MB of the 64 MiB allowed); the default steps
 # need no corpus (the smoke step reads data/bible-es-en: carry it too for --steps=smoke).
-# Other steps (not in the default command): --steps=speed (the papers' shape at its own batch), smoke (the
+# Other steps (not in the default command): --steps=decode (recipes/gpu/decode_profile.py: where a generate
+# call's time goes, kernels or host, at batches of 64 and 256), speed (the papers' shape at its own batch), smoke (the
 # training script under accelerate: train, checkpoint, resume), fsdp and grid (longer slots).
 # Here, once (network), to fill .whl for the GPU machine's Python (3.12) from recipes/gpu/wheels.txt:
 #   bash recipes/gpu/run_all.sh --fetch-wheels
@@ -51,7 +52,7 @@ for arg in "$@"; do
             python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
                 --platform manylinux2014_x86_64 -d .whl -r recipes/gpu/wheels.txt
             exit $? ;;
-        *) echo "unknown argument $arg (--dry-run, --budget=SECONDS, --steps=backends,correctness,sweep,translation,compiled,choices,speed,smoke,fsdp,grid, --fetch-wheels)" >&2
+        *) echo "unknown argument $arg (--dry-run, --budget=SECONDS, --steps=backends,correctness,sweep,translation,decode,compiled,choices,speed,smoke,fsdp,grid, --fetch-wheels)" >&2
            exit 2 ;;
     esac
 done
@@ -67,12 +68,14 @@ if [ "$DRY_RUN" = 1 ]; then
     MEMORY=(--memory rss)  # the CPU profiler's peak is slow; on CUDA the scripts read the allocator's peak
     TOKENS=64,128,256; MIDDLE=128; SWEEP_STEPS=(--steps 2 --warmup 1); COMPILER=eager
     TRANSLATION=(--size tiny --vocab 64 --batch-size 8 --steps 1 --warmup 0 --threads 1)
+    PROFILE=(--size tiny --vocab 64 --batch-size 8 --warmup 1); LARGE_BATCH=16
     BUDGET=${BUDGET:-100000}  # the rehearsal checks the plumbing, not the timings
 else
     DEVICE=cuda; DTYPE=bf16; SIZE=paper; CHECK_DTYPES="bfloat16"; STEPS_ARGS=(--steps 20 --warmup 5)
     LIMIT_SCALE=1; MEMORY=()
     TOKENS=4096,16384,32768; MIDDLE=16384; SWEEP_STEPS=(--steps 10 --warmup 3); COMPILER=inductor
     TRANSLATION=(--batch-size 64 --steps 3 --warmup 1 --threads 1)
+    PROFILE=(); LARGE_BATCH=256
     BUDGET=${BUDGET:-560}
     if ls .whl/*.whl >/dev/null 2>&1; then  # what the GPU image lacks, installed beside it
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -149,6 +152,12 @@ fi
 if has_step translation; then  # about 2.5 minutes: the "Fast translation" modes on this device
     run translation 240 python3 recipes/benchmarks/translation_speed.py --device "$DEVICE" --modes fp32,bf16 \
         --compiled "$DTYPE" "${TRANSLATION[@]}"
+fi
+
+if has_step decode; then  # about 2 minutes (not in the default command): where a generate call waits
+    run decode_profile 150 python3 recipes/gpu/decode_profile.py --device "$DEVICE" --dtype "$DTYPE" "${PROFILE[@]}"
+    run decode_profile_batch256 120 python3 recipes/gpu/decode_profile.py --device "$DEVICE" --dtype "$DTYPE" \
+        "${PROFILE[@]}" --batch-size "$LARGE_BATCH"
 fi
 
 if has_step compiled; then  # about 1 minute: regional torch.compile of the layers in training
