@@ -28,8 +28,12 @@ from common import SHAPES, Shape, positive_ints, synchronizer  # noqa: E402
 from translation_speed import hf_runner, source_batch, write_models  # noqa: E402
 
 from hf_graphtf.inference import load_model  # noqa: E402
+from hf_graphtf.translation_modes import compile_decoding  # noqa: E402
 
 LABELS = {"vanilla": "Transformers MarianMTModel", "linked": "linked (attention_link=both)"}
+#: how each system decodes: eager; compiled as ``translate --compile on`` compiles; compiled with each step
+#: replayed as a CUDA graph (``mode="reduce-overhead"``, `generate`'s own compiling off)
+SYSTEMS = ("eager", "compiled", "cuda-graphs")
 
 
 def profiled(run, device: str) -> dict[str, float]:
@@ -67,7 +71,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--beams", type=positive_ints, default="4,1")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}")
     args = parser.parse_args(argv)
+    systems = args.systems.split(",")
+    if not set(systems) <= set(SYSTEMS):
+        parser.error(f"--systems takes {', '.join(SYSTEMS)}; got {args.systems}")
     torch.set_num_threads(1)
     shape = Shape(**{**SHAPES[args.size].__dict__, "vocab": args.vocab})
     folders = write_models(shape, Path(tempfile.mkdtemp(prefix="decode-profile-")), args.seed)
@@ -79,10 +87,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     columns = "search | system | wall ms | kernel ms | kernels busy | kernels | kernel launches | graph launches | "
     print(columns + "generate compiled the call")
-    for compiled in ("off", "on"):
+    for system in systems:
         for family in ("vanilla", "linked"):
-            _, model = load_model(str(folders[family]), args.device, args.dtype, compile=compiled)
-            name = f"{LABELS[family]} {args.dtype}" + (", compiled" if compiled == "on" else "")
+            compile = "on" if system == "compiled" else "off"
+            _, model = load_model(str(folders[family]), args.device, args.dtype, compile=compile)
+            if system == "cuda-graphs":
+                model = compile_decoding(model, mode="reduce-overhead")
+            name = f"{LABELS[family]} {args.dtype}" + ("" if system == "eager" else f", {system}")
             for beams in args.beams:
                 run = hf_runner(model, ids, beams, args.new_tokens)
                 began = time.perf_counter()
