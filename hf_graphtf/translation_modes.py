@@ -181,17 +181,14 @@ def check_compilable(dtype: str) -> None:
         raise ValueError("compiled decoding takes fp32, bf16 or fp16, not int8: quantized linears do not compile")
 
 
-def compile_decoding(model: Any, *, backend: str = "inductor", mode: str | None = None) -> Any:
+def compile_decoding(model: Any, *, backend: str = "inductor") -> Any:
     """``model`` set to decode with a static KV cache and its forward compiled whole (``fullgraph``): greedy
     and beam search alike, since `generate` calls the compiled forward at every step (Transformers compiles
     its own loop only for greedy and sampling on CUDA). In float32 the outputs equal eager decoding's
     (tests/test_compiled_decoding.py); in bf16 the compiler's fused kernels round differently, and some
     translations change (16 of 40 lines of the quickstart model), though not its test BLEU (+0.03 against
     fp32; RESULTS.md, "Compiled decoding"). int8 models are refused: their quantized linears do not compile;
-    so are M2M100/NLLB models on Transformers before 5.20 (`transformers_seam.compiled_decoding_refusal`).
-    ``mode`` is `torch.compile`'s (``"reduce-overhead"`` replays each step as one CUDA graph, which a GPU
-    waiting on launches needs; `generate`'s own compiling of the call is then turned off, so the step is
-    compiled once)."""
+    so are M2M100/NLLB models on Transformers before 5.20 (`transformers_seam.compiled_decoding_refusal`)."""
     import torch
 
     from .transformers_seam import compiled_decoding_refusal
@@ -201,9 +198,7 @@ def compile_decoding(model: Any, *, backend: str = "inductor", mode: str | None 
     if refusal is not None:  # said before the first batch, not as a compiler trace at it
         raise ValueError(refusal)
     model.generation_config.cache_implementation = "static"
-    if mode is not None:
-        model.generation_config.disable_compile = True
-    model.forward = torch.compile(model.forward, fullgraph=True, backend=backend, mode=mode)
+    model.forward = torch.compile(model.forward, fullgraph=True, backend=backend)
     return model
 
 

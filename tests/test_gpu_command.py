@@ -81,3 +81,28 @@ def test_the_summary_reads_a_calls_logs_and_judges_each_target_by_the_scripts_th
     targets = out.split("**The targets:**")[1]
     assert "| link training, 16,174 tokens " in targets and "| 0.83x " in targets and "missed" in targets
     assert ">= 0.97x vanilla" in targets and ">= 90% of its FLOP bound" in targets
+
+
+def test_the_summary_reads_a_call_without_a_sweep_and_its_decode_profiles(monkeypatch, capsys):
+    """A call of ``--steps=translation,decode`` has no sweep: the summary prints its decode profiles and the
+    decoding targets, the link against vanilla in the same compiled mode among them."""
+    monkeypatch.syspath_prepend(str(ROOT / "recipes" / "gpu"))
+    import summarize
+
+    summarize.main([str(ROOT / "recipes" / "gpu" / "results" / "h200-2026-12-04-fourth")])
+    out = capsys.readouterr().out
+    assert "Token-budget sweep" not in out and out.count("**Where a generate call waits**") == 2
+    assert "| beam 4 | Transformers MarianMTModel bf16, compiled   | 298.6 " in out
+    targets = out.split("**The targets:**")[1]
+    assert "| link decoding, compiled, beam 4 " in targets and "| 0.90x " in targets
+    assert "link training" not in targets
+
+
+@pytest.mark.slow
+def test_the_decode_step_rehearses_on_the_cpu(tmp_path):
+    """The decode profiles print one row per search and system at both batch sizes (about 2 minutes)."""
+    status, logs = rehearse(tmp_path, "decode")
+    assert "decode_profile exit 0" in status and "decode_profile_batch256 exit 0" in status, status
+    for log in ("decode_profile", "decode_profile_batch256"):
+        rows = [line for line in logs[log].splitlines() if line.count(" | ") >= 8]
+        assert len(rows) == 8, logs[log][-2000:]  # {beam 4, greedy} x {vanilla, linked} x {eager, compiled}

@@ -2,10 +2,11 @@
 
     python recipes/gpu/summarize.py recipes/gpu/results/h200-2026-12-04
 
-Reads the logs the command left (the sweep, the per-device choices, translation, compiled training) and
-prints Markdown: the sweep's ratios at each token budget; the kernels where the link's GPU time differs most
-from vanilla's at the middle budget; the choices behind `attention_link_kernel="auto"`, `saved_joins` and
-`graph_attention.FUSED_PATH_MEASURED`; and each target of the GPU issue with the figure it is judged on. The
+Reads the logs the command left (the sweep, the per-device choices, translation, the decode profiles,
+compiled training), whichever steps ran, and prints Markdown: the sweep's ratios at each token budget; the
+kernels where the link's GPU time differs most from vanilla's at the middle budget; the choices behind
+`attention_link_kernel="auto"`, `saved_joins` and `graph_attention.FUSED_PATH_MEASURED`; each decode profile
+(kernel time against wall time); and each target of the GPU issue with the figure it is judged on. The
 thresholds are the benchmark scripts' own (`train_throughput.AL_SPEED`, ...), so the page never restates one.
 """
 
@@ -141,20 +142,36 @@ def translation_ratios(results: Path) -> dict[tuple[str, str], float]:
     return speeds
 
 
-def targets_table(sweep: list[Block], results: Path) -> str:
+def decode_tables(results: Path) -> list[tuple[str, str]]:
+    """(caption, table) of each `decode_profile.py` log: its settings line, and its rows as printed."""
+    tables = []
+    for log in sorted(results.glob("decode*.log")):
+        lines = log.read_text(encoding="utf-8").splitlines()
+        settings = next((line for line in lines if line.startswith("torch ")), "")
+        header = next((i for i, line in enumerate(lines) if line.startswith("search | system")), None)
+        if header is None:
+            continue
+        rows = [_cells(line) for line in lines[header + 1 :] if line.count(" | ") >= 8]
+        tables.append((f"`{results.name}/{log.name}` ({settings})", table(_cells(lines[header]), rows)))
+    return tables
+
+
+def targets_table(sweep: list[Block] | None, results: Path) -> str:
+    """Each target of the GPU issue this call measured: training from the sweep, decoding from translation."""
     rows = []
-    at = middle(sweep)
-    link = next(row for row in at.rows if row["variant"].startswith("al-"))
-    speed, memory = ratio_of(link["speed ratio"]), ratio_of(link["peak memory (ratio)"])
-    rows.append([f"link training, {link['target tokens/step']} tokens", f">= {AL_SPEED}x vanilla", f"{speed:.2f}x",
-                 "met" if speed >= AL_SPEED else "missed"])  # fmt: skip
-    rows.append(["link training memory", f"<= {AL_MEMORY}x vanilla", f"{memory:.2f}x",
-                 "met" if memory <= AL_MEMORY else "missed"])  # fmt: skip
-    for row in at.rows:
-        if row["variant"].startswith("graph-"):
-            share = float(row["of bound"].rstrip("%")) / 100
-            rows.append([f"{row['variant']} training", f">= {BOUND_SHARE:.0%} of its FLOP bound", f"{share:.0%}",
-                         "met" if share >= BOUND_SHARE else "missed"])  # fmt: skip
+    if sweep:
+        at = middle(sweep)
+        link = next(row for row in at.rows if row["variant"].startswith("al-"))
+        speed, memory = ratio_of(link["speed ratio"]), ratio_of(link["peak memory (ratio)"])
+        rows.append([f"link training, {link['target tokens/step']} tokens", f">= {AL_SPEED}x vanilla",
+                     f"{speed:.2f}x", "met" if speed >= AL_SPEED else "missed"])  # fmt: skip
+        rows.append(["link training memory", f"<= {AL_MEMORY}x vanilla", f"{memory:.2f}x",
+                     "met" if memory <= AL_MEMORY else "missed"])  # fmt: skip
+        for row in at.rows:
+            if row["variant"].startswith("graph-"):
+                share = float(row["of bound"].rstrip("%")) / 100
+                rows.append([f"{row['variant']} training", f">= {BOUND_SHARE:.0%} of its FLOP bound",
+                             f"{share:.0%}", "met" if share >= BOUND_SHARE else "missed"])  # fmt: skip
     if (results / "translation.log").exists():
         speeds = translation_ratios(results)
         for search in sorted({search for search, _ in speeds}):
@@ -184,17 +201,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, help="a folder of the logs one call of run_all.sh brought back")
     args = parser.parse_args(argv)
-    sweep = read_blocks(args.results / "sweep_train.log")
-    link = next(row["variant"] for row in sweep[0].rows if row["variant"].startswith("al-"))
-    print(f"**Token-budget sweep** (`{args.results.name}/sweep_train.log`):\n")
-    print(sweep_table(sweep))
-    print(f"\n**Where {link}'s GPU time differs from vanilla's** at {middle(sweep).rows[0]['target tokens/step']} "
-          "target tokens a step (one profiled step):\n")  # fmt: skip
-    print(kernel_table(middle(sweep), link))
-    print("\n**The per-device choices**, at the same budget:\n")
-    print(choices_table(args.results, sweep))
-    print("\n**The targets:**\n")
-    print(targets_table(sweep, args.results))
+    sweep = read_blocks(args.results / "sweep_train.log") if (args.results / "sweep_train.log").exists() else None
+    if sweep:
+        link = next(row["variant"] for row in sweep[0].rows if row["variant"].startswith("al-"))
+        print(f"**Token-budget sweep** (`{args.results.name}/sweep_train.log`):\n")
+        print(sweep_table(sweep))
+        print(f"\n**Where {link}'s GPU time differs from vanilla's** at "
+              f"{middle(sweep).rows[0]['target tokens/step']} target tokens a step (one profiled step):\n")  # fmt: skip
+        print(kernel_table(middle(sweep), link))
+        print("\n**The per-device choices**, at the same budget:\n")
+        print(choices_table(args.results, sweep))
+    for caption, rendered in decode_tables(args.results):
+        print(f"\n**Where a generate call waits**, {caption}:\n")
+        print(rendered)
+    if sweep or (args.results / "translation.log").exists():
+        print("\n**The targets:**\n")
+        print(targets_table(sweep, args.results))
 
 
 if __name__ == "__main__":
