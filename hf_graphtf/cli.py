@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from .data.bible_pairs import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 from .errors import UserError, report_user_error
+from .file_translation import FileTranslation
 from .inference import TranslationInputWarning, default_device, load_model, translate_texts
 from .translation_modes import (
     COMPILE_CHOICES,
@@ -136,59 +137,23 @@ def _choose_dtype(args: argparse.Namespace) -> None:
     args.dtype, args.dtype_reason = mode.dtype, mode.reason
 
 
-#: batches translated between two appends to an output file's ``.partial`` copy: an interrupted run
-#: loses at most this many batches' work
-CHUNK_BATCHES = 50
-
-
 def _translate_to_file(args: argparse.Namespace, texts: list[str], output: Path) -> int:
-    """``--output FILE``: the translations go to ``FILE.partial`` chunk by chunk, beside a record of the
-    job, and the file is renamed to ``FILE`` once whole. An interrupted run leaves no ``FILE`` that
-    looks finished, and the same job run again resumes after the lines the partial file holds; a
-    partial file of another job (input, model or generation options) is refused, not mixed in."""
-    import hashlib
-    import os
-
-    partial = output.with_name(output.name + ".partial")
-    record = output.with_name(output.name + ".partial.json")
-    job = {
-        "input_sha256": hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest(),
-        "lines": len(texts),
-        **{name: getattr(args, name) for name in ("model", "beam_size", "max_new_tokens", "dtype")},
-    }
-    done = 0
-    if partial.exists() or record.exists():
-        if not (partial.exists() and record.exists()):
-            left, missing = (partial, record) if partial.exists() else (record, partial)
-            raise InputError(f"{left} is left from a translation, without {missing.name}: delete it to start over")
-        recorded = json.loads(record.read_text(encoding="utf-8"))
-        differing = [name for name in job if recorded.get(name) != job[name]]
-        if differing:
-            raise InputError(
-                f"{partial} holds part of another translation (it differs in {', '.join(differing)}): "
-                f"delete it and {record.name} to start over"
-            )
-        data = partial.read_bytes()
-        whole = data.rfind(b"\n") + 1  # a line cut short by the interruption is translated again
-        if whole < len(data):
-            with open(partial, "r+b") as handle:
-                handle.truncate(whole)
-        done = data[:whole].count(b"\n")
+    """``--output FILE``: the resumable job of `file_translation.FileTranslation`, its partial file checked
+    (or refused) before the model loads."""
+    job = FileTranslation(
+        texts,
+        output,
+        model=args.model,
+        beam_size=args.beam_size,
+        max_new_tokens=args.max_new_tokens,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+    )
+    done = job.resume()
+    if done:
         print(f"resuming {output}: {done:,} of {len(texts):,} lines were translated before", file=sys.stderr)
-    else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps(job), encoding="utf-8")
-        partial.write_bytes(b"")
     loaded = _load(args)
-    chunk = CHUNK_BATCHES * args.batch_size
-    with open(partial, "a", encoding="utf-8") as handle:
-        for start in range(done, len(texts), chunk):
-            translations = _translate_with(args, texts[start : start + chunk], loaded, first_line=start + 1)
-            handle.writelines(text + "\n" for text in translations)
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(partial, output)
-    record.unlink()
+    job.run(lambda chunk, first_line: _translate_with(args, chunk, loaded, first_line=first_line))
     return 0
 
 

@@ -10,7 +10,7 @@ import sacrebleu
 import torch
 from recipe_fixtures import one_thread, run_python, trained_tiny_model  # noqa: F401  (autouse fixture)
 
-from hf_graphtf import cli
+from hf_graphtf import cli, file_translation
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +235,7 @@ def test_translating_to_a_file_resumes_after_an_interruption_and_refuses_another
     whole = (tmp_path / "whole.en").read_text(encoding="utf-8")
     assert len(whole.splitlines()) == len(sources) and not list(tmp_path.glob("*.partial*"))
 
-    monkeypatch.setattr(cli, "CHUNK_BATCHES", 3)  # chunks of 3 lines
+    monkeypatch.setattr(file_translation, "CHUNK_BATCHES", 3)  # chunks of 3 lines
     translated_chunks = []
     real = cli.translate_texts
 

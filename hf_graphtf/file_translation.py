@@ -1,0 +1,157 @@
+"""Translating a file so that an interrupted run resumes where it stopped and never leaves a file that looks
+finished.
+
+A file of a million lines takes hours, and a run is killed for many reasons (a closed laptop, a pre-empted
+job, a full disk). So the translations go to ``FILE.partial`` chunk by chunk, each chunk flushed to disk,
+beside ``FILE.partial.json``: a record of the job (a hash of the input, its line count, the model, the
+search options and the number format). ``FILE`` appears, by a rename, only once whole. Run the same job
+again and it resumes after the last whole line the partial file holds; a partial file of another job is
+refused, naming what differs, rather than mixed in.
+
+`translate_file` is the call for a library user with a loaded model; ``hf-graphtf translate --output``
+runs the same `FileTranslation`, with its own per-chunk reporting of long and unknown input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+
+#: batches translated between two appends to the ``.partial`` file: an interrupted run loses at most this
+#: many batches' work
+CHUNK_BATCHES = 50
+
+
+class PartialOutputError(UserError, ValueError):
+    """A ``.partial`` file left by another job, or without its record: deleting it is the user's call."""
+
+
+class FileTranslation:
+    """One job: ``texts`` translated into ``output``, resumable. `resume` checks or starts the partial
+    file before any model loads (a refusal is said first); `run` translates what is missing."""
+
+    def __init__(
+        self,
+        texts: Sequence[str],
+        output: str | os.PathLike[str],
+        *,
+        model: str,
+        beam_size: int | None,
+        max_new_tokens: int | None,
+        dtype: str,
+        batch_size: int,
+    ) -> None:
+        self.texts = list(texts)
+        self.output = Path(output)
+        self.partial = self.output.with_name(self.output.name + ".partial")
+        self.record = self.output.with_name(self.output.name + ".partial.json")
+        self.batch_size = batch_size
+        #: what identifies the job: a partial file whose record differs in any of these is refused (the keys
+        #: are those of the records earlier releases wrote, so their partial files still resume)
+        self.job: dict[str, Any] = {
+            "input_sha256": hashlib.sha256("\n".join(self.texts).encode("utf-8")).hexdigest(),
+            "lines": len(self.texts),
+            "model": model,
+            "beam_size": beam_size,
+            "max_new_tokens": max_new_tokens,
+            "dtype": dtype,
+        }
+        self.done = 0
+
+    def resume(self) -> int:
+        """Start the job, or take up the one the partial file holds; returns the lines translated before.
+        A line the interruption cut short is dropped, to be translated again."""
+        if not (self.partial.exists() or self.record.exists()):
+            self.output.parent.mkdir(parents=True, exist_ok=True)
+            self.record.write_text(json.dumps(self.job), encoding="utf-8")
+            self.partial.write_bytes(b"")
+            self.done = 0
+            return 0
+        if not (self.partial.exists() and self.record.exists()):
+            left, missing = (self.partial, self.record) if self.partial.exists() else (self.record, self.partial)
+            raise PartialOutputError(
+                f"{left} is left from a translation, without {missing.name}: delete it to start over"
+            )
+        recorded = json.loads(self.record.read_text(encoding="utf-8"))
+        differing = [name for name in self.job if recorded.get(name) != self.job[name]]
+        if differing:
+            raise PartialOutputError(
+                f"{self.partial} holds part of another translation (it differs in {', '.join(differing)}): "
+                f"delete it and {self.record.name} to start over"
+            )
+        data = self.partial.read_bytes()
+        whole = data.rfind(b"\n") + 1
+        if whole < len(data):
+            with open(self.partial, "r+b") as handle:
+                handle.truncate(whole)
+        self.done = data[:whole].count(b"\n")
+        return self.done
+
+    def run(self, translate: Callable[[Sequence[str], int], list[str]]) -> Path:
+        """Translate the lines not yet done, ``translate(chunk, first_line)`` a chunk at a time (lines
+        numbered from 1), each chunk appended and synced before the next; then rename the partial file to
+        the output and drop the record. Returns the output's path."""
+        chunk = CHUNK_BATCHES * self.batch_size
+        with open(self.partial, "a", encoding="utf-8") as handle:
+            for start in range(self.done, len(self.texts), chunk):
+                translations = translate(self.texts[start : start + chunk], start + 1)
+                handle.writelines(text + "\n" for text in translations)
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(self.partial, self.output)
+        self.record.unlink()
+        return self.output
+
+
+def translate_file(
+    tokenizer: Any,
+    model: Any,
+    texts: Sequence[str],
+    output: str | os.PathLike[str],
+    *,
+    batch_size: int = 32,
+    num_beams: int | None = None,
+    max_new_tokens: int | None = None,
+    progress: bool = False,
+) -> int:
+    """Translate ``texts`` into the file ``output``, one line each, resuming an interrupted run of the same
+    job (`FileTranslation`); returns how many lines an earlier run had translated. The job is identified
+    by the model's ``name_or_path`` and number format (`inference.load_model` sets it; otherwise its torch
+    dtype), so a partial file of another model or format is refused. Long and unknown input is reported
+    as `translate_texts` reports it, by warnings."""
+    from .inference import translate_texts
+
+    mode = getattr(model, "translation_mode", None)
+    dtype = mode.dtype if mode is not None else str(model.dtype).removeprefix("torch.")
+    job = FileTranslation(
+        texts,
+        output,
+        model=str(model.name_or_path),
+        beam_size=num_beams,
+        max_new_tokens=max_new_tokens,
+        dtype=dtype,
+        batch_size=batch_size,
+    )
+    done = job.resume()
+    job.run(
+        lambda chunk, first_line: translate_texts(
+            tokenizer,
+            model,
+            chunk,
+            batch_size=batch_size,
+            num_beams=num_beams,
+            max_new_tokens=max_new_tokens,
+            progress=progress,
+            first_line=first_line,
+        )
+    )
+    return done
+
+
+__all__ = ["CHUNK_BATCHES", "FileTranslation", "PartialOutputError", "translate_file"]
