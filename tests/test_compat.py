@@ -50,7 +50,7 @@ def test_the_checks_cached_decode_uses_the_installed_cache_name_without_deprecat
     input_ids, attention_mask = source_batch()
     sequences = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=4, do_sample=False)
     seen.clear()
-    self_check._stepwise_logits(model, input_ids, attention_mask, sequences)
+    self_check.checks._stepwise_logits(model, input_ids, attention_mask, sequences)
     assert seen[0] == {CACHE_KWARG: False} and all(step == {CACHE_KWARG: True} for step in seen[1:])
     assert not [w for w in recwarn if "past_key_values" in str(w.message)]
 
@@ -201,17 +201,17 @@ def test_check_takes_a_bfloat16_near_tie_for_rounding_and_nothing_else(monkeypat
     from hf_graphtf import self_check
 
     case = _case_whose_uncached_decode_swaps_a_tied_token(monkeypatch, torch.bfloat16, num_beams, tie=True)
-    detail = self_check.check_cached(case, num_beams)
+    detail = self_check.checks.check_cached(case, num_beams)
     assert "sequences part" in detail and "logits through the cache" in detail
     if num_beams == 1:
         assert "near-tie (gap 0.00)" in detail
     case = _case_whose_uncached_decode_swaps_a_tied_token(monkeypatch, torch.float32, num_beams, tie=True)
     with pytest.raises(self_check.CheckFailed, match="!= uncached"):
-        self_check.check_cached(case, num_beams)
+        self_check.checks.check_cached(case, num_beams)
     if num_beams == 1:
         case = _case_whose_uncached_decode_swaps_a_tied_token(monkeypatch, torch.bfloat16, num_beams, tie=False)
         with pytest.raises(self_check.CheckFailed, match="not a near-tie"):
-            self_check.check_cached(case, num_beams)
+            self_check.checks.check_cached(case, num_beams)
 
 
 def test_check_compares_decodes_of_different_lengths(monkeypatch):
@@ -235,7 +235,7 @@ def test_check_compares_decodes_of_different_lengths(monkeypatch):
         model.generate = generate
         monkeypatch.setattr(self_check.Case, "model", lambda self, _model=model, **overrides: _model)
         with pytest.raises(self_check.CheckFailed, match=message):
-            self_check.check_cached(case, num_beams=1)
+            self_check.checks.check_cached(case, num_beams=1)
 
 
 def test_check_fails_a_bfloat16_cache_whose_logits_drift(monkeypatch):
@@ -256,7 +256,7 @@ def test_check_fails_a_bfloat16_cache_whose_logits_drift(monkeypatch):
     model.forward = forward
     monkeypatch.setattr(self_check.Case, "model", lambda self, **overrides: model)
     with pytest.raises(self_check.CheckFailed, match="logits"):
-        self_check.check_cached(case, num_beams=3)
+        self_check.checks.check_cached(case, num_beams=3)
 
 
 def test_check_refuses_an_unknown_option_set(capsys):
@@ -274,6 +274,6 @@ def test_check_covers_the_nllb_family_and_its_refusal_of_graph_attention(capsys,
     # though graph attention were not defined for it)
     from hf_graphtf import self_check
 
-    monkeypatch.setattr(self_check, "supports", lambda family, options: False)
+    monkeypatch.setattr(self_check.runner, "supports", lambda family, options: False)
     assert cli.main(["check", "--families", "marian", "--options", "graph-gate"]) == 1
     assert "built, though the family does not define it" in capsys.readouterr().out
