@@ -19,11 +19,12 @@ from .data.bible_pairs import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 from .errors import UserError, report_user_error
 from .file_translation import FileTranslation
 from .inference import TranslationInputWarning, default_device, load_model, translate_texts
+from .translation_formats import TRANSLATION_FORMATS, self_checked_names
 from .translation_modes import (
     COMPILE_CHOICES,
     RESULTS_PAGE,
-    TORCH_DTYPES,
     TRANSLATION_DTYPES,
+    TranslationMode,
     canonical_dtype,
     decides_to_compile,
     resolve_translation_dtype,
@@ -43,11 +44,12 @@ class InputError(UserError, ValueError):
 # --------------------------------------------------------------------------- model loading and translation
 
 
-def _load(args: argparse.Namespace) -> tuple[Any, Any]:
+def _load(args: argparse.Namespace, mode: TranslationMode | None = None) -> tuple[Any, Any]:
+    """The model of ``--model`` in ``mode`` (translate resolved it already and says it here, once the model
+    is there, so that an unusable model is the first line), or in ``--dtype``."""
     compile_choice = getattr(args, "compile", "off")  # translate's flag; evaluate and the rest decode eagerly
-    loaded = load_model(args.model, args.device, args.dtype, args.attn_implementation, compile=compile_choice)
-    reason = getattr(args, "dtype_reason", None)
-    if reason:  # translate says its format once the model is there (an unusable model is the first line)
+    loaded = load_model(args.model, args.device, mode or args.dtype, args.attn_implementation, compile=compile_choice)
+    if mode is not None:
         print(f"hf-graphtf: {loaded[1].translation_mode.reason}", file=sys.stderr, flush=True)
     return loaded
 
@@ -117,27 +119,26 @@ def cmd_train(recipe_args: Sequence[str]) -> int:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     texts = _read_lines(args.input)
-    _choose_dtype(args)
+    mode = _translation_mode(args)
     if args.output != "-":
-        return _translate_to_file(args, texts, Path(args.output))
-    sys.stdout.writelines(text + "\n" for text in _translate_with(args, texts))
+        return _translate_to_file(args, texts, Path(args.output), mode)
+    sys.stdout.writelines(text + "\n" for text in _translate_with(args, texts, _load(args, mode)))
     return 0
 
 
-def _choose_dtype(args: argparse.Namespace) -> None:
-    """Resolve ``--dtype`` (``auto``: bf16 where the device computes it natively) before anything loads;
-    ``args.dtype`` then names the format used (a resumed file job compares it), and the choice is said in
-    one line on standard error when the model has loaded (`_load`)."""
+def _translation_mode(args: argparse.Namespace) -> TranslationMode:
+    """``--dtype`` resolved once, before anything loads (``auto``: the fastest format the device computes
+    natively); `load_model` takes the result as it is, and `_load` says it in one line."""
     device = default_device(args.device)
     try:
         mode = resolve_translation_dtype(args.dtype, device)
         decides_to_compile(getattr(args, "compile", "off"), device, mode.dtype)  # refuses int8 with --compile on
     except ValueError as error:
         raise InputError(str(error)) from None
-    args.dtype, args.dtype_reason = mode.dtype, mode.reason
+    return mode
 
 
-def _translate_to_file(args: argparse.Namespace, texts: list[str], output: Path) -> int:
+def _translate_to_file(args: argparse.Namespace, texts: list[str], output: Path, mode: TranslationMode) -> int:
     """``--output FILE``: the resumable job of `file_translation.FileTranslation`, its partial file checked
     (or refused) before the model loads."""
     job = FileTranslation(
@@ -146,13 +147,13 @@ def _translate_to_file(args: argparse.Namespace, texts: list[str], output: Path)
         model=args.model,
         beam_size=args.beam_size,
         max_new_tokens=args.max_new_tokens,
-        dtype=args.dtype,
+        dtype=mode.dtype,
         batch_size=args.batch_size,
     )
     done = job.resume()
     if done:
         print(f"resuming {output}: {done:,} of {len(texts):,} lines were translated before", file=sys.stderr)
-    loaded = _load(args)
+    loaded = _load(args, mode)
     job.run(lambda chunk, first_line: _translate_with(args, chunk, loaded, first_line=first_line))
     return 0
 
@@ -291,11 +292,16 @@ def _dtype_argument(allowed: tuple[str, ...]) -> Any:
     return parse
 
 
-#: ``--dtype`` of ``translate``: by default what the device computes natively
-TRANSLATE_DTYPE_HELP = (
-    "auto (default): bf16 where the device computes it natively, else fp32; int8: CPU only, never taken unasked; "
-    f"also fp32, bf16, fp16. Each one's cost and speed: {RESULTS_PAGE}, 'Fast translation'"
-)
+def _translate_dtype_help() -> str:
+    """``--dtype`` of ``translate``, from the registered formats: what ``auto`` takes, and the rest by name."""
+    ranked = sorted(
+        (fmt for fmt in TRANSLATION_FORMATS.values() if fmt.auto_rank is not None), key=lambda f: f.auto_rank
+    )
+    by_name = [name for name in TRANSLATION_DTYPES[1:] if TRANSLATION_FORMATS[name].auto_rank is None]
+    return (
+        f"auto (default): the first of {', '.join(fmt.name for fmt in ranked)} the device computes natively; "
+        f"{', '.join(by_name)} by name only. What each costs: {RESULTS_PAGE}, 'Fast translation'"
+    )
 
 
 def _add_generation_options(parser: argparse.ArgumentParser, default_dtype: str = "fp32") -> None:
@@ -316,7 +322,7 @@ def _add_generation_options(parser: argparse.ArgumentParser, default_dtype: str 
         type=_dtype_argument(TRANSLATION_DTYPES),
         default=default_dtype,
         metavar="{" + ",".join(TRANSLATION_DTYPES) + "}",
-        help=TRANSLATE_DTYPE_HELP
+        help=_translate_dtype_help()
         if default_dtype == "auto"
         else "weights and compute format (default fp32, so that scores do not depend on the host; auto as in "
         "translate; int8 to measure its cost on your model)",
@@ -408,19 +414,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available, else cpu)")
     check.add_argument(
         "--dtype",
-        type=_dtype_argument(CHECK_DTYPES),
+        type=_dtype_argument(self_checked_names()),
         default="fp32",
-        metavar="{" + ",".join(CHECK_DTYPES) + "}",
-        help="fp32 (default), bf16 or fp64 (float32, bfloat16, float64 are accepted too)",
+        metavar="{" + ",".join(self_checked_names()) + "}",
+        help="fp32 (default), " + ", ".join(self_checked_names()[1:]) + " (or torch's names: float32, ...)",
     )
     check.add_argument("--families", nargs="+", help="only these model families")
     check.add_argument("--options", nargs="+", help="only these option sets of the test matrix")
     check.set_defaults(func=cmd_check)
     return parser
-
-
-#: ``check --dtype``: the formats the self-check compares against its float64 re-computation
-CHECK_DTYPES = ("fp32", "bf16", "fp64")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -429,7 +431,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     device = default_device(args.device)
     try:
-        passed = run_checks(device=device, dtype=TORCH_DTYPES[args.dtype], families=args.families, options=args.options)
+        passed = run_checks(device=device, dtype=args.dtype, families=args.families, options=args.options)
     except ValueError as error:
         raise InputError(str(error)) from None
     return 0 if passed else 1

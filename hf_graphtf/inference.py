@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .translation_formats import TRANSLATION_FORMATS, LiveMapping, float_format_names
 from .translation_modes import (
-    TORCH_DTYPES,
+    TranslationMode,
     compile_decoding,
     decides_to_compile,
-    quantize_int8,
     resolve_translation_dtype,
 )
 
@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from datasets import Dataset
     from transformers import PreTrainedTokenizerBase
 
-#: the float formats and their torch names (the float part of `translation_modes.TORCH_DTYPES`)
-DTYPES = {name: TORCH_DTYPES[name] for name in ("fp32", "bf16", "fp16")}
+#: the float formats and their torch names: a view of the registered formats that load and run as they are
+#: (`translation_formats`; int8 quantizes after loading)
+DTYPES = LiveMapping(lambda: {name: TRANSLATION_FORMATS[name].torch_dtype for name in float_format_names()})
 
 #: where a sentence ends: after ., !, ?, ;, the ellipsis or CJK full stops, before white space
 _SENTENCE_END = re.compile(r"(?<=[.!?;\u2026\u3002\uff01\uff1f])\s+")
@@ -161,7 +162,7 @@ def default_device(device: str | None) -> str:
 def load_model(
     name: str,
     device: str | None = None,
-    dtype: str = "fp32",
+    dtype: str | TranslationMode = "fp32",
     attn_implementation: str | None = None,
     compile: str = "off",
 ) -> tuple[Any, Any]:
@@ -169,9 +170,10 @@ def load_model(
 
     ``dtype`` is one of `translation_modes.TRANSLATION_DTYPES` (or an alias, ``bfloat16``): ``auto`` picks
     bf16 where the device computes it natively and fp32 elsewhere, ``int8`` quantizes the linear layers
-    (CPU). ``compile`` (``auto``, ``on``, ``off``) compiles decoding with a static cache
-    (`translation_modes.compile_decoding`); ``auto`` only where it measured faster. The model's
-    ``translation_mode`` records what it was loaded in and why."""
+    (CPU); or a `TranslationMode` the caller resolved already (the CLI, which says its choice). ``compile``
+    (``auto``, ``on``, ``off``) compiles decoding with a static cache (`translation_modes.compile_decoding`);
+    ``auto`` only where it measured faster. The model's ``translation_mode`` records what it was loaded in
+    and why."""
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -181,7 +183,8 @@ def load_model(
 
     check_model_source(name)
     device = default_device(device)
-    mode = resolve_translation_dtype(dtype, device)  # a bad dtype fails before anything loads
+    # a bad dtype fails before anything loads; a mode resolved by the caller is not resolved again
+    mode = dtype if isinstance(dtype, TranslationMode) else resolve_translation_dtype(dtype, device)
     compiled, compile_reason = decides_to_compile(compile, device, mode.dtype)  # int8 refused before loading
     with named_source(name):
         tokenizer = AutoTokenizer.from_pretrained(name)
@@ -189,8 +192,8 @@ def load_model(
             name, dtype=getattr(torch, mode.torch_dtype), attn_implementation=attn_implementation
         )
     model = model.to(device).eval()
-    if mode.dtype == "int8":
-        model = quantize_int8(model)
+    if mode.format.prepare is not None:  # int8: its linear layers quantized
+        model = mode.format.prepare(model)
     if compiled:
         model = compile_decoding(model)
         mode = replace(mode, compiled=True, reason=f"{mode.reason}; {compile_reason}")

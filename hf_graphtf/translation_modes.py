@@ -16,9 +16,11 @@ Compiled decoding (``--compile``) is a separate choice: a static KV cache and ``
 model's forward, greedy and beam search alike (`compile_decoding`). ``auto`` compiles only where it measured
 faster end to end (`COMPILED_DECODING_PAYS`).
 
-The figures are measured by `recipes/benchmarks/translation_quality.py` (quality) and
-`recipes/benchmarks/translation_speed.py` (speed, beside CTranslate2); `RESULTS_PAGE`, "Fast translation", has
-both tables, and the lines the CLI prints point there rather than restate them.
+Each format is one record (`translation_formats.TranslationFormat`), registered there; ``auto`` takes the
+registered format of lowest ``auto_rank`` that the device computes natively. The figures are measured by
+`recipes/benchmarks/translation_quality.py` (quality) and `recipes/benchmarks/translation_speed.py` (speed,
+beside CTranslate2); `RESULTS_PAGE`, "Fast translation", has both tables, and the lines the CLI prints point
+there rather than restate them.
 """
 
 from __future__ import annotations
@@ -27,34 +29,48 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .machine import BF16_CPU_FLAGS, cpu_flags
+from .translation_formats import (
+    RESULTS_PAGE,
+    TRANSLATION_FORMATS,
+    LiveMapping,
+    LiveNames,
+    TranslationFormat,
+    aliases,
+    auto_candidates,
+    device_computes_bf16,
+    format_names,
+    quantize_int8,
+)
 
-#: the ``--dtype`` values of translation, ``auto`` first (the default of ``hf-graphtf translate``)
-TRANSLATION_DTYPES = ("auto", "fp32", "bf16", "fp16", "int8")
-#: the torch dtype each float format loads its weights in (int8 loads in fp32, then quantizes)
-TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64", "int8": "float32"}
-#: other spellings accepted wherever the package takes a dtype (the self-check spells torch's names)
-DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64", "qint8": "int8"}
-
-#: where each format's measured cost and speed are (the section "Fast translation")
-RESULTS_PAGE = "recipes/benchmarks/RESULTS.md"
+#: how a refusal names the device types a format runs on
+_DEVICE_WORDS = {"cpu": "a CPU", "cuda": "a CUDA GPU"}
 
 
-def canonical_dtype(name: str, allowed: tuple[str, ...] = TRANSLATION_DTYPES) -> str:
+#: the ``--dtype`` values of translation, ``auto`` first (the default of ``hf-graphtf translate``); read from
+#: the registry at each use
+TRANSLATION_DTYPES = LiveNames(lambda: ("auto", *format_names()))
+#: the torch dtype each format loads its weights in (int8 loads in fp32, then quantizes): a view of the records
+TORCH_DTYPES = LiveMapping(lambda: {fmt.name: fmt.torch_dtype for fmt in TRANSLATION_FORMATS.values()})
+#: other spellings accepted wherever the package takes a dtype (the self-check spells torch's names): a view
+DTYPE_ALIASES = LiveMapping(aliases)
+
+
+def canonical_dtype(name: str, allowed: tuple[str, ...] | LiveNames = TRANSLATION_DTYPES) -> str:
     """``name`` in the package's spelling (``bfloat16`` -> ``bf16``); a value outside ``allowed`` is refused,
     naming the choices."""
-    canonical = DTYPE_ALIASES.get(name, name)
+    allowed = tuple(allowed)
+    canonical = aliases().get(name, name)
     if canonical not in allowed:
-        aliases = ", ".join(alias for alias, target in DTYPE_ALIASES.items() if target in allowed)
-        raise ValueError(f"dtype must be one of {', '.join(allowed)} (or {aliases}); got {name!r}")
+        spellings = ", ".join(alias for alias, target in aliases().items() if target in allowed)
+        raise ValueError(f"dtype must be one of {', '.join(allowed)} (or {spellings}); got {name!r}")
     return canonical
 
 
 @dataclass(frozen=True)
 class TranslationMode:
-    """What a model translates in and why: ``dtype`` is one of `TRANSLATION_DTYPES` but ``auto``;
-    ``reason`` is the one line the CLI prints; ``emulated`` marks bf16 on a device without it; ``compiled``
-    marks compiled static-cache decoding (`compile_decoding`)."""
+    """What a model translates in and why: ``dtype`` is a registered format's name (never ``auto``);
+    ``reason`` is the one line the CLI prints; ``emulated`` marks a format the device only emulates;
+    ``compiled`` marks compiled static-cache decoding (`compile_decoding`)."""
 
     dtype: str
     requested: str
@@ -63,88 +79,64 @@ class TranslationMode:
     compiled: bool = False
 
     @property
+    def format(self) -> TranslationFormat:
+        return TRANSLATION_FORMATS[self.dtype]
+
+    @property
     def torch_dtype(self) -> str:
-        return TORCH_DTYPES[self.dtype]
-
-
-def device_computes_bf16(device: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
-    """Whether ``device`` multiplies bf16 in hardware; None where it cannot be told (a CPU whose flags
-    cannot be read: not Linux)."""
-    if str(device).startswith("cuda"):
-        import torch
-
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    if str(device) != "cpu":
-        return None
-    flags = cpu_flags(cpuinfo)
-    return bool(flags & set(BF16_CPU_FLAGS)) if flags else None
+        return self.format.torch_dtype
 
 
 def resolve_translation_dtype(requested: str, device: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> TranslationMode:
     """The format to translate in on ``device``, with the line that says why.
 
-    ``auto`` takes bf16 where the device computes it natively, fp32 elsewhere; it never takes int8. An
-    explicit format is kept: bf16
-    on a device without it is marked emulated (it works, slowly), and int8 off a CPU is refused."""
+    ``auto`` takes the format of lowest ``auto_rank`` that the device computes natively (bf16 where it has
+    it, fp32 elsewhere); it never takes int8, which is asked for by name. An explicit format is kept: one
+    the device only emulates is marked so (it works, slowly), and one the device cannot run is refused."""
     requested = canonical_dtype(requested)
-    native = device_computes_bf16(device, cpuinfo)
     where = "this GPU" if str(device).startswith("cuda") else "this CPU"
-    if requested == "int8" and str(device) != "cpu":
-        raise ValueError(
-            f"dtype int8 runs on a CPU only (torch's dynamic int8 quantization of nn.Linear); on {device} use "
-            "bf16, which `auto` picks where the device has it"
-        )
-    if requested == "int8":
-        return TranslationMode(
-            "int8",
-            requested,
-            f"translating in int8 (weights quantized; its measured cost in BLEU is in {RESULTS_PAGE}, 'Fast "
-            "translation', and yours may lose more)",
-        )
     if requested == "auto":
-        if native:
-            return TranslationMode(
-                "bf16",
-                requested,
-                f"translating in bf16: {where} computes it natively (its cost against fp32: {RESULTS_PAGE}, 'Fast "
-                "translation'); --dtype fp32 for full precision, --dtype int8 for more speed",
-            )
-        why = "cannot tell whether it computes bf16" if native is None else "has no native bf16"
-        return TranslationMode("fp32", requested, f"translating in fp32: {where} {why}")
-    if requested == "bf16" and native is False:
+        return _auto_mode(device, cpuinfo, where)
+    fmt = TRANSLATION_FORMATS[requested]
+    if not fmt.runs_on(device):
+        runs_on = " or ".join(_DEVICE_WORDS.get(kind, kind) for kind in fmt.devices)
+        raise ValueError(
+            f"dtype {fmt.name} runs on {runs_on} only ({fmt.description}); on {device} use --dtype auto, which "
+            "picks the fastest format the device computes natively"
+        )
+    if fmt.note:
+        return TranslationMode(fmt.name, requested, f"translating in {fmt.name} ({fmt.note})")
+    if fmt.native is not None and fmt.native(device, cpuinfo) is False:
         return TranslationMode(
-            "bf16",
+            fmt.name,
             requested,
-            f"translating in bf16, which {where} emulates (no {'/'.join(BF16_CPU_FLAGS)}): many times slower "
-            "than fp32; --dtype auto picks the fastest format this device runs",
+            f"translating in {fmt.name}, which {where} emulates (it does not compute it natively): many times "
+            "slower than fp32; --dtype auto picks the fastest format this device runs",
             emulated=True,
         )
-    return TranslationMode(requested, requested, f"translating in {requested}")
+    return TranslationMode(fmt.name, requested, f"translating in {fmt.name}")
 
 
-def quantize_int8(model: Any) -> Any:
-    """``model`` with every ``nn.Linear`` replaced by a dynamically quantized int8 one (CPU inference only).
-
-    torch's ``quantize_dynamic`` (fbgemm/oneDNN int8 GEMMs, activations quantized per batch) rather than
-    torchao's ``quantize_``: on a CPU in eager mode torchao's int8 configs measured slower than it
-    (`RESULTS_PAGE`, "Fast translation"), and it needs no extra package. torch marks it deprecated in favour
-    of torchao; where a torch release drops it, the error says so. Embeddings stay float: they are lookups,
-    not products."""
-    import torch
-
-    try:
-        from torch.ao.quantization import quantize_dynamic
-    except ImportError as error:  # pragma: no cover - torch releases that removed it
-        raise RuntimeError(
-            f"dtype int8 needs torch.ao.quantization.quantize_dynamic, gone from this torch: {error}"
-        ) from error
-    import warnings
-
-    with warnings.catch_warnings():
-        # torch 2.13 warns that its quantized tensor types will go (pytorch issue 184982): said in the
-        # docstring above and on the results page, not at every translation
-        warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor.*deprecated", category=UserWarning)
-        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+def _auto_mode(device: str, cpuinfo: Path, where: str) -> TranslationMode:
+    """``auto``: the first format by ``auto_rank`` the device computes natively; the line names the format
+    passed over, where one was."""
+    ranked = [fmt for fmt in auto_candidates() if fmt.runs_on(device)]
+    passed_over = ""
+    for fmt in ranked:
+        native = True if fmt.native is None else fmt.native(device, cpuinfo)
+        if native and fmt.native is not None:
+            return TranslationMode(
+                fmt.name,
+                "auto",
+                f"translating in {fmt.name}: {where} computes it natively (its cost against fp32: {RESULTS_PAGE}, "
+                "'Fast translation'); --dtype fp32 for full precision, --dtype int8 for more speed",
+            )
+        if native:
+            return TranslationMode(fmt.name, "auto", f"translating in {fmt.name}" + passed_over)
+        if not passed_over:
+            why = f"cannot tell whether it computes {fmt.name}" if native is None else f"has no native {fmt.name}"
+            passed_over = f": {where} {why}"
+    raise ValueError(f"no format `auto` may take runs on {device}")
 
 
 #: ``--compile`` values of translation, ``auto`` first (the default)
@@ -170,24 +162,27 @@ def decides_to_compile(requested: str, device: str, dtype: str = "fp32") -> tupl
             "compiling the decoding step (static cache, torch.compile): each new batch shape waits a minute or "
             "more for the compiler at first"
         )
-    if requested == "off" or not COMPILED_DECODING_PAYS.get(device_type) or dtype == "int8":
+    compiles = TRANSLATION_FORMATS[canonical_dtype(dtype, format_names(translates=None))].compiles
+    if requested == "off" or not COMPILED_DECODING_PAYS.get(device_type) or not compiles:
         return False, ""
     return True, f"compiling the decoding step: it measured faster on {device_type}"
 
 
 def check_compilable(dtype: str) -> None:
-    """Refuse compiled decoding of int8 models: their quantized linears do not compile."""
-    if dtype == "int8":
-        raise ValueError("compiled decoding takes fp32, bf16 or fp16, not int8: quantized linears do not compile")
+    """Refuse compiled decoding of a format that does not compile (int8: its quantized linears)."""
+    fmt = TRANSLATION_FORMATS[canonical_dtype(dtype, format_names(translates=None))]
+    if not fmt.compiles:
+        compiling = ", ".join(name for name in format_names() if TRANSLATION_FORMATS[name].compiles)
+        raise ValueError(f"compiled decoding takes {compiling}, not {fmt.name}: {fmt.description} does not compile")
 
 
 def compile_decoding(model: Any, *, backend: str = "inductor") -> Any:
     """``model`` set to decode with a static KV cache and its forward compiled whole (``fullgraph``): greedy
     and beam search alike, since `generate` calls the compiled forward at every step (Transformers compiles
     its own loop only for greedy and sampling on CUDA). In float32 the outputs equal eager decoding's
-    (tests/test_compiled_decoding.py); in bf16 the compiler's fused kernels round differently, and some
-    translations change (16 of 40 lines of the quickstart model), though not its test BLEU (+0.03 against
-    fp32; RESULTS.md, "Compiled decoding"). int8 models are refused: their quantized linears do not compile;
+    (tests/test_compiled_decoding.py); in bf16 the compiler's fused kernels round differently, so some
+    translations change (`RESULTS_PAGE`, "Compiled decoding"). int8 models are refused: their quantized
+    linears do not compile;
     so are M2M100/NLLB models on Transformers before 5.20 (`transformers_seam.compiled_decoding_refusal`)."""
     import torch
 

@@ -176,9 +176,9 @@ def test_threads_dtype_and_attention_flags(trained, tmp_path, monkeypatch):
     assert cli.main([*argv, "--threads", "2", "--dtype", "bf16", "--attn-implementation", "eager"]) == 0
     assert seen == {"threads": 2, "dtype": torch.bfloat16, "attn": "eager", "compiled": False}  # auto: not on a CPU
     torch.set_num_threads(1)
-    from hf_graphtf import translation_modes
+    from hf_graphtf import translation_formats
 
-    monkeypatch.setattr(translation_modes, "cpu_flags", lambda cpuinfo: {"sse2", "avx2"})  # no bf16: auto is fp32
+    monkeypatch.setattr(translation_formats, "cpu_flags", lambda cpuinfo: {"sse2", "avx2"})  # no bf16: auto is fp32
     assert cli.main(argv) == 0
     assert seen["threads"] == 1 and seen["dtype"] == torch.float32  # torch's setting left alone by default
     assert cli.main([*argv, "--threads", "0"]) == 2

@@ -14,7 +14,7 @@ import torch
 from model_matrix import FAMILIES, source_batch
 from recipe_fixtures import one_thread, trained_tiny_model  # noqa: F401  (autouse fixture)
 
-from hf_graphtf import cli, translation_modes
+from hf_graphtf import cli, translation_formats, translation_modes
 from hf_graphtf.self_check import matrix
 from hf_graphtf.translation_modes import (
     canonical_dtype,
@@ -53,7 +53,7 @@ def test_the_lines_auto_and_int8_print_point_to_the_measured_costs_rather_than_r
     lines = [
         resolve_translation_dtype("auto", "cpu", _cpuinfo(tmp_path, "avx512_bf16")).reason,
         resolve_translation_dtype("int8", "cpu", _cpuinfo(tmp_path, "")).reason,
-        cli.TRANSLATE_DTYPE_HELP,
+        cli._translate_dtype_help(),
     ]
     for line in lines:
         assert translation_modes.RESULTS_PAGE in line and "Fast translation" in line
@@ -143,7 +143,7 @@ def test_the_cli_default_is_auto_and_says_its_choice(trained, tmp_path, capsys, 
     argv = ["translate", "--model", str(trained.output_dir), "--input", str(tmp_path / "in.txt"), "--quiet"]
     argv += ["--max-new-tokens", "4"]
     for flags, expected in ((set(), "fp32"), ({"avx512_bf16"}, "bf16")):
-        monkeypatch.setattr(translation_modes, "cpu_flags", lambda cpuinfo, flags=flags: {"sse2", *flags})
+        monkeypatch.setattr(translation_formats, "cpu_flags", lambda cpuinfo, flags=flags: {"sse2", *flags})
         assert cli.main([*argv, "--output", str(tmp_path / f"{expected}.txt")]) == 0
         said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hf-graphtf:")]
         assert said == [said[0]] and f"translating in {expected}" in said[0]

@@ -13,11 +13,15 @@ import torch
 
 from ..families import FAMILIES as MODEL_FAMILIES
 from ..transformers_seam import cache_kwargs, output_cache
+from ..translation_formats import TRANSLATION_FORMATS, LiveMapping, self_checked_names
 from . import reference
 from .matrix import OPTION_MATRIX, source_batch, target_batch, tiny_config, tiny_model
 from .tolerance import tolerance
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+#: torch's name -> dtype of each format the self-check runs in (`TranslationFormat.self_checked`)
+DTYPES = LiveMapping(
+    lambda: {TRANSLATION_FORMATS[name].torch_dtype: TRANSLATION_FORMATS[name].torch() for name in self_checked_names()}
+)
 _MAX_NEW_TOKENS = 8
 
 

@@ -27,6 +27,7 @@ except ImportError:  # a checkout without `pip install -e .`: the package is two
 
 from hf_graphtf import attention_link, graph_attention
 from hf_graphtf.families import FAMILIES
+from hf_graphtf.translation_formats import TRANSLATION_FORMATS, float_format_names
 from hf_graphtf.translation_modes import TRANSLATION_DTYPES, canonical_dtype, check_compilable
 from hf_graphtf.variants import variant_options
 
@@ -133,7 +134,8 @@ def select_variants(spec: str, family: str = DEFAULT_FAMILY) -> list[Variant]:
     return chosen
 
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+#: the float formats a benchmark builds its models in, from the package's records (`hf_graphtf.translation_formats`)
+DTYPES = {name: TRANSLATION_FORMATS[name].torch() for name in float_format_names()}
 
 
 def config_kwargs(shape: Shape, family: str, attn_implementation: str, max_length: int) -> dict[str, Any]:

@@ -24,13 +24,12 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from common import SHAPES, Variant, build_model, random_batch  # noqa: E402
+from common import DTYPES, SHAPES, Variant, build_model, random_batch  # noqa: E402
 from sdpa_backends import forced_answers  # noqa: E402  (beside this script)
 
 from hf_graphtf import attention_link  # noqa: E402
 from hf_graphtf.variants import variant_options  # noqa: E402
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 RELATIVE_L2, TOKEN_AGREEMENT = 0.02, 0.95
 #: the gradients of a step keeping halves against one keeping joins: the same arithmetic, so only a backward
 #: kernel's own run-to-run spread (atomics) separates them

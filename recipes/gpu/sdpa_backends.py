@@ -19,7 +19,11 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+from hf_graphtf.translation_formats import TRANSLATION_FORMATS, float_format_names
+
+#: the float formats, from the package's records
+DTYPES = {name: TRANSLATION_FORMATS[name].torch() for name in float_format_names()}
+
 #: (query/key head dim, value head dim, what has it)
 SHAPES = (
     (64, 64, "vanilla, papers' shape (d 512, 8 heads)"),
