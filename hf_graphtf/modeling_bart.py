@@ -11,21 +11,57 @@ import torch
 from torch import nn
 from transformers.models.bart import modeling_bart as vanilla
 
+from .attention_link import LinkedAttentionMixin, LinkedDecoderLayerMixin, LinkedEncoderLayerMixin
 from .configuration import GraphBartConfig
+from .graph_attention import GraphEncoderLayerMixin
 from .modeling_common import (
+    FamilyLayers,
     GraphBaseModelMixin,
     GraphDecoderMixin,
     GraphEncoderMixin,
     GraphPreTrainedMixin,
     GraphTranslationModelMixin,
     StackClasses,
-    family_layers,
     register_family,
     scaled_word_embedding,
 )
 
-BART_LAYERS = family_layers("Bart", vanilla, __name__)
-LinkedBartAttention, LinkedBartEncoderLayer, LinkedBartDecoderLayer, GraphBartEncoderLayer = BART_LAYERS.package_classes
+
+# Copied from hf_graphtf.modeling_marian.LinkedMarianAttention with Marian->Bart
+class LinkedBartAttention(LinkedAttentionMixin, vanilla.BartAttention):
+    """`BartAttention` that adds the previous layer's scores (`LinkedAttentionMixin`; no new parameters)."""
+
+
+# Copied from hf_graphtf.modeling_marian.LinkedMarianEncoderLayer with Marian->Bart
+class LinkedBartEncoderLayer(LinkedEncoderLayerMixin, vanilla.BartEncoderLayer):
+    """`BartEncoderLayer` whose self-attention is linked."""
+
+    linked_attention_class = LinkedBartAttention
+
+
+# Copied from hf_graphtf.modeling_marian.LinkedMarianDecoderLayer with Marian->Bart
+class LinkedBartDecoderLayer(LinkedDecoderLayerMixin, vanilla.BartDecoderLayer):
+    """`BartDecoderLayer` whose self- and cross-attention are linked."""
+
+    linked_attention_class = LinkedBartAttention
+
+
+# Copied from hf_graphtf.modeling_marian.GraphMarianEncoderLayer with Marian->Bart
+class GraphBartEncoderLayer(GraphEncoderLayerMixin, vanilla.BartEncoderLayer):
+    """`BartEncoderLayer` with graph-group self-attention (`GraphEncoderLayerMixin`; layers 1..N-1)."""
+
+    group_attention_class = vanilla.BartAttention
+
+
+#: the layers the stacks build: the package's four and the vanilla ones they extend
+BART_LAYERS = FamilyLayers(
+    LinkedBartAttention,
+    LinkedBartEncoderLayer,
+    LinkedBartDecoderLayer,
+    GraphBartEncoderLayer,
+    vanilla.BartAttention,
+    vanilla.BartEncoderLayer,
+)
 
 
 # Copied from hf_graphtf.modeling_marian.GraphMarianPreTrainedModel with Marian->Bart

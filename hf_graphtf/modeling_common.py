@@ -16,7 +16,6 @@ import inspect
 import math
 import warnings
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, NamedTuple
 
 import torch
@@ -30,13 +29,9 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import PreTrainedModel
 
 from .attention_link import (
-    LinkedAttentionMixin,
-    LinkedDecoderLayerMixin,
-    LinkedEncoderLayerMixin,
     check_link_implementation,
     stack_mask,
 )
-from .graph_attention import GraphEncoderLayerMixin
 from .transformers_seam import (
     GradientCheckpointingLayer,
     OutputRecorder,
@@ -210,7 +205,8 @@ def _drop_layer(stack: nn.Module) -> bool:
 
 
 class FamilyLayers(NamedTuple):
-    """A family's layer classes with the package's options: the linked attention, the linked encoder and
+    """A family's layer classes with the package's options, declared in the family's module as short
+    subclasses of a mixin and the family's Transformers class: the linked attention, the linked encoder and
     decoder layers, and the graph encoder layer (None for a family graph attention is not defined for); and
     the vanilla attention and encoder layer they subclass, which the stacks build and record outputs of."""
 
@@ -220,58 +216,6 @@ class FamilyLayers(NamedTuple):
     graph_encoder_layer: type[nn.Module] | None
     attention: type[nn.Module]
     encoder_layer: type[nn.Module]
-
-    @property
-    def package_classes(self) -> tuple[type[nn.Module], ...]:
-        """The four classes the package adds, in field order, for the family module to name."""
-        return self[:4]
-
-
-def family_layers(family: str, vanilla: ModuleType, module: str, *, graph: bool = True) -> FamilyLayers:
-    """The family's vanilla attention and layers (``<Family>Attention``, ``<Family>EncoderLayer`` and
-    ``<Family>DecoderLayer`` of its Transformers modeling module, `vanilla`) with the link and graph mixins,
-    written once for every family: ``Linked<Family>Attention`` (`LinkedAttentionMixin`: no new parameters),
-    ``Linked<Family>EncoderLayer``, ``Linked<Family>DecoderLayer`` and ``Graph<Family>EncoderLayer``, each a
-    subclass of the family's own Transformers class, named and placed in ``module`` (the family module that
-    assigns them, which ``save_pretrained`` copies for remote code) as if written there."""
-    attention = getattr(vanilla, f"{family}Attention")
-    encoder_layer = getattr(vanilla, f"{family}EncoderLayer")
-    decoder_layer = getattr(vanilla, f"{family}DecoderLayer")
-
-    def make(name: str, bases: tuple[type, ...], doc: str, **attributes: Any) -> type:
-        namespace = {"__module__": module, "__qualname__": name, "__doc__": doc, **attributes}
-        return type(name, bases, namespace)
-
-    linked_attention = make(
-        f"Linked{family}Attention",
-        (LinkedAttentionMixin, attention),
-        f"`{attention.__name__}` that adds the previous layer's scores (same parameters).",
-    )
-    return FamilyLayers(
-        linked_attention,
-        make(
-            f"Linked{family}EncoderLayer",
-            (LinkedEncoderLayerMixin, encoder_layer),
-            f"`{encoder_layer.__name__}` whose self-attention is linked.",
-            linked_attention_class=linked_attention,
-        ),
-        make(
-            f"Linked{family}DecoderLayer",
-            (LinkedDecoderLayerMixin, decoder_layer),
-            f"`{decoder_layer.__name__}` whose self- and cross-attention are linked.",
-            linked_attention_class=linked_attention,
-        ),
-        make(
-            f"Graph{family}EncoderLayer",
-            (GraphEncoderLayerMixin, encoder_layer),
-            f"`{encoder_layer.__name__}` with graph-group self-attention (layers 1..N-1).",
-            group_attention_class=attention,
-        )
-        if graph
-        else None,
-        attention,
-        encoder_layer,
-    )
 
 
 class StackInitMixin:

@@ -13,21 +13,49 @@ import torch
 from torch import nn
 from transformers.models.m2m_100 import modeling_m2m_100 as vanilla
 
+from .attention_link import LinkedAttentionMixin, LinkedDecoderLayerMixin, LinkedEncoderLayerMixin
 from .configuration import GraphM2M100Config
 from .modeling_common import (
+    FamilyLayers,
     GraphBaseModelMixin,
     GraphDecoderMixin,
     GraphEncoderMixin,
     GraphPreTrainedMixin,
     GraphTranslationModelMixin,
     StackClasses,
-    family_layers,
     register_family,
     scaled_word_embedding,
 )
 
-M2M100_LAYERS = family_layers("M2M100", vanilla, __name__, graph=False)
-LinkedM2M100Attention, LinkedM2M100EncoderLayer, LinkedM2M100DecoderLayer, _ = M2M100_LAYERS.package_classes
+
+# Copied from hf_graphtf.modeling_marian.LinkedMarianAttention with Marian->M2M100
+class LinkedM2M100Attention(LinkedAttentionMixin, vanilla.M2M100Attention):
+    """`M2M100Attention` that adds the previous layer's scores (`LinkedAttentionMixin`; no new parameters)."""
+
+
+# Copied from hf_graphtf.modeling_marian.LinkedMarianEncoderLayer with Marian->M2M100
+class LinkedM2M100EncoderLayer(LinkedEncoderLayerMixin, vanilla.M2M100EncoderLayer):
+    """`M2M100EncoderLayer` whose self-attention is linked."""
+
+    linked_attention_class = LinkedM2M100Attention
+
+
+# Copied from hf_graphtf.modeling_marian.LinkedMarianDecoderLayer with Marian->M2M100
+class LinkedM2M100DecoderLayer(LinkedDecoderLayerMixin, vanilla.M2M100DecoderLayer):
+    """`M2M100DecoderLayer` whose self- and cross-attention are linked."""
+
+    linked_attention_class = LinkedM2M100Attention
+
+
+#: the layers the stacks build: the package's three (no graph layer: pre-LN) and the vanilla ones they extend
+M2M100_LAYERS = FamilyLayers(
+    LinkedM2M100Attention,
+    LinkedM2M100EncoderLayer,
+    LinkedM2M100DecoderLayer,
+    None,
+    vanilla.M2M100Attention,
+    vanilla.M2M100EncoderLayer,
+)
 
 
 # Copied from hf_graphtf.modeling_marian.GraphMarianPreTrainedModel with Marian->M2M100

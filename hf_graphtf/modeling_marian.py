@@ -14,21 +14,51 @@ import torch
 from torch import nn
 from transformers.models.marian import modeling_marian as vanilla
 
+from .attention_link import LinkedAttentionMixin, LinkedDecoderLayerMixin, LinkedEncoderLayerMixin
 from .configuration import GraphMarianConfig
+from .graph_attention import GraphEncoderLayerMixin
 from .modeling_common import (
+    FamilyLayers,
     GraphBaseModelMixin,
     GraphDecoderMixin,
     GraphEncoderMixin,
     GraphPreTrainedMixin,
     GraphTranslationModelMixin,
     StackClasses,
-    family_layers,
     register_family,
 )
 
-MARIAN_LAYERS = family_layers("Marian", vanilla, __name__)
-LinkedMarianAttention, LinkedMarianEncoderLayer, LinkedMarianDecoderLayer, GraphMarianEncoderLayer = (
-    MARIAN_LAYERS.package_classes
+
+class LinkedMarianAttention(LinkedAttentionMixin, vanilla.MarianAttention):
+    """`MarianAttention` that adds the previous layer's scores (`LinkedAttentionMixin`; no new parameters)."""
+
+
+class LinkedMarianEncoderLayer(LinkedEncoderLayerMixin, vanilla.MarianEncoderLayer):
+    """`MarianEncoderLayer` whose self-attention is linked."""
+
+    linked_attention_class = LinkedMarianAttention
+
+
+class LinkedMarianDecoderLayer(LinkedDecoderLayerMixin, vanilla.MarianDecoderLayer):
+    """`MarianDecoderLayer` whose self- and cross-attention are linked."""
+
+    linked_attention_class = LinkedMarianAttention
+
+
+class GraphMarianEncoderLayer(GraphEncoderLayerMixin, vanilla.MarianEncoderLayer):
+    """`MarianEncoderLayer` with graph-group self-attention (`GraphEncoderLayerMixin`; layers 1..N-1)."""
+
+    group_attention_class = vanilla.MarianAttention
+
+
+#: the layers the stacks build: the package's four and the vanilla ones they extend
+MARIAN_LAYERS = FamilyLayers(
+    LinkedMarianAttention,
+    LinkedMarianEncoderLayer,
+    LinkedMarianDecoderLayer,
+    GraphMarianEncoderLayer,
+    vanilla.MarianAttention,
+    vanilla.MarianEncoderLayer,
 )
 
 

@@ -108,7 +108,7 @@ def copied_from_mismatches(path: Path, package: Path = PACKAGE) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize(("module", "copies"), [("modeling_bart", 1), ("modeling_m2m_100", 1)])
+@pytest.mark.parametrize(("module", "copies"), [("modeling_bart", 5), ("modeling_m2m_100", 4)])
 def test_the_twin_modeling_files_stay_in_step(module, copies):
     text = (PACKAGE / f"{module}.py").read_text(encoding="utf-8")
     assert text.count("# Copied from hf_graphtf.modeling_marian.") >= copies
@@ -365,17 +365,40 @@ def test_the_training_api_is_the_training_api():
     assert not set(hf_graphtf.training.__all__) & set(hf_graphtf.training.tooling.__all__)
 
 
-def test_no_family_module_repeats_the_layer_classes():
-    """The link and graph layer classes are built once for every family (`modeling_common.family_layers`),
-    named as the family's own: a fourth family adds one call, not four class bodies."""
-    from hf_graphtf import modeling_bart, modeling_m2m_100, modeling_marian
+def test_every_family_declares_its_layer_classes_in_its_own_file():
+    """Each family module declares the layer classes the package adds (so ``grep "class LinkedMarianAttention"``
+    finds them, and a traceback names a class a file holds), each a short subclass of one mixin and the
+    family's own Transformers class, the same set in every family (no graph layer where the family does not
+    define graph attention). Nothing builds them with ``type()``."""
+    import inspect
 
-    for module, family in ((modeling_marian, "Marian"), (modeling_bart, "Bart"), (modeling_m2m_100, "M2M100")):
-        attention = getattr(module, f"Linked{family}Attention")
-        assert attention.__module__ == module.__name__ and attention.__qualname__ == f"Linked{family}Attention"
-        layer = getattr(module, f"Linked{family}DecoderLayer")
-        assert layer.linked_attention_class is attention
-        assert "class Linked" not in (PACKAGE / f"{module.__name__.rsplit('.', 1)[1]}.py").read_text(encoding="utf-8")
+    from hf_graphtf.attention_link import LinkedAttentionMixin, LinkedDecoderLayerMixin, LinkedEncoderLayerMixin
+    from hf_graphtf.families import FAMILIES
+    from hf_graphtf.graph_attention import GraphEncoderLayerMixin
+
+    pattern = {  # the package's class -> (its mixin, the family's Transformers class it extends)
+        "Linked{}Attention": (LinkedAttentionMixin, "{}Attention"),
+        "Linked{}EncoderLayer": (LinkedEncoderLayerMixin, "{}EncoderLayer"),
+        "Linked{}DecoderLayer": (LinkedDecoderLayerMixin, "{}DecoderLayer"),
+        "Graph{}EncoderLayer": (GraphEncoderLayerMixin, "{}EncoderLayer"),
+    }
+    for family in FAMILIES.values():
+        module = inspect.getmodule(family.seq2seq_class)
+        vanilla = inspect.getmodule(family.vanilla_seq2seq_class)
+        source = inspect.getsource(module)
+        prefix = family.vanilla_seq2seq_class.__name__.removesuffix("ForConditionalGeneration").removesuffix("MTModel")
+        declared = {name.format(prefix) for name in pattern if f"\nclass {name.format(prefix)}(" in source}
+        expected = {name.format(prefix) for name in pattern if family.supports_graph_attention or "Graph" not in name}
+        assert declared == expected, module.__name__
+        for name, (mixin, vanilla_name) in pattern.items():
+            if name.format(prefix) not in expected:
+                continue
+            cls = getattr(module, name.format(prefix))
+            assert cls.__module__ == module.__name__ and cls.__qualname__ == name.format(prefix)
+            assert cls.__bases__ == (mixin, getattr(vanilla, vanilla_name.format(prefix))) and cls.__doc__
+        layers = next(value for key, value in vars(module).items() if key.endswith("_LAYERS"))
+        assert layers.linked_decoder_layer.linked_attention_class is layers.linked_attention
+        assert "type(" not in source
 
 
 def test_library_code_holds_no_measured_figure():
