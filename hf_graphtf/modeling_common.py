@@ -12,7 +12,6 @@ to the weights, so ``trust_remote_code=True`` loads a checkpoint without this pa
 
 from __future__ import annotations
 
-import inspect
 import math
 import warnings
 from dataclasses import dataclass
@@ -434,77 +433,39 @@ class GraphDecoderMixin(StackInitMixin, LinkGateInitMixin):
 class GraphGatesOutputMixin:
     """Adds ``output_graph_gates=True`` to ``forward``: the encoder's per-layer gate values.
 
-    Each subclass gets a ``forward`` whose signature is the vanilla one plus ``output_graph_gates``:
-    `Trainer` (which drops dataset columns a model does not name) and `generate()` (which refuses
-    unknown model kwargs) read that signature.
+    The base and translation models write their ``forward`` out with the vanilla parameters plus
+    ``output_graph_gates`` (`GraphBaseModelMixin.forward`, `GraphTranslationModelMixin.forward`):
+    `Trainer` (which drops dataset columns a model does not name) and `generate()` (which refuses unknown
+    model kwargs) read that signature. The parameters follow Transformers' (`transformers_seam.
+    SEQ2SEQ_FORWARD_PARAMETERS`, which a test compares with the installed release; the cache is handed on
+    under the installed release's name).
     """
 
     gates_output_class: type
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if not issubclass(cls, nn.Module):
-            return  # a mixin built on this one (`GraphBaseModelMixin`): its subclasses get the forward
-        vanilla = super().forward  # the vanilla class next in the MRO
-        signature = inspect.signature(vanilla)
-        parameters = list(signature.parameters.values())
-        gates = inspect.Parameter("output_graph_gates", inspect.Parameter.KEYWORD_ONLY, default=None)
-        tail = [p for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD]
-        head = [p for p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD]
-
-        def forward(self, *args, **kwargs):
-            return GraphGatesOutputMixin.forward(self, *args, **kwargs)
-
-        forward.__signature__ = signature.replace(parameters=[*head, gates, *tail])
-        forward.__doc__ = GraphGatesOutputMixin.forward.__doc__
-        forward.__qualname__ = f"{cls.__qualname__}.forward"
-        cls.forward = forward
-
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        *args: Any,
-        encoder_outputs: Any = None,
-        inputs_embeds: torch.Tensor | None = None,
-        output_graph_gates: bool | None = None,
-        **kwargs: Any,
-    ):
-        r"""As the vanilla forward; `output_graph_gates=True` also returns `encoder_graph_gates`.
+    def forward_with_gates(self, output_graph_gates: bool | None, **inputs: Any):
+        r"""The vanilla forward on ``inputs``; with ``output_graph_gates`` the encoder's gates too.
 
         Training with `labels` builds no KV cache, in every family, as Marian and BART do and M2M100 does not:
         a cache filled during the forward pass makes a recomputing activation-checkpoint wrapper (FSDP's, as
         accelerate applies it) see cross-attention keys already cached and fail. Outputs are unchanged.
         """
-        if self.training and kwargs.get("labels") is not None:
-            kwargs["use_cache"] = False
+        if self.training and inputs.get("labels") is not None:
+            inputs["use_cache"] = False
         if not output_graph_gates:
-            return super().forward(
-                input_ids,
-                attention_mask,
-                *args,
-                encoder_outputs=encoder_outputs,
-                inputs_embeds=inputs_embeds,
-                **kwargs,
-            )
-        if encoder_outputs is None:
-            flags = {k: kwargs[k] for k in _OUTPUT_FLAGS if k in kwargs and k != "return_dict"}
-            encoder_outputs = self.get_encoder()(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                inputs_embeds=inputs_embeds,
+            return super().forward(**inputs)
+        if inputs.get("encoder_outputs") is None:
+            flags = {k: inputs[k] for k in _OUTPUT_FLAGS if k in inputs and k != "return_dict"}
+            inputs["encoder_outputs"] = self.get_encoder()(
+                input_ids=inputs.get("input_ids"),
+                attention_mask=inputs.get("attention_mask"),
+                inputs_embeds=inputs.get("inputs_embeds"),
                 output_graph_gates=True,
                 **flags,
             )
+        encoder_outputs = inputs["encoder_outputs"]
         gates = encoder_outputs.get("graph_gates", ()) if hasattr(encoder_outputs, "get") else ()
-        outputs = super().forward(
-            input_ids,
-            attention_mask,
-            *args,
-            encoder_outputs=encoder_outputs,
-            inputs_embeds=inputs_embeds,
-            **kwargs,
-        )
+        outputs = super().forward(**inputs)
         if isinstance(outputs, tuple):
             return (*outputs, gates)
         return self.gates_output_class(**outputs, encoder_graph_gates=gates)
@@ -540,6 +501,37 @@ class GraphBaseModelMixin(GraphGatesOutputMixin, GraphPreTrainedMixin):
         """The shared token embedding, as the family's vanilla ``__init__`` builds it."""
         raise NotImplementedError
 
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: Any = None,
+        past_key_values: Any = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        *,
+        output_graph_gates: bool | None = None,
+        **kwargs: Any,
+    ):
+        r"""The family's ``<Family>Model.forward``; ``output_graph_gates=True`` also returns
+        ``encoder_graph_gates``, the encoder's per-layer gate values (`forward_with_gates`)."""
+        return self.forward_with_gates(
+            output_graph_gates,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **({} if past_key_values is None else cache_kwargs(past_key_values)),
+            **kwargs,
+        )
+
 
 class GraphTranslationModelMixin(GraphGatesOutputMixin, GraphPreTrainedMixin):
     """The translation model of a family (`generate()`): its base model (`base_model_class`, a
@@ -557,6 +549,39 @@ class GraphTranslationModelMixin(GraphGatesOutputMixin, GraphPreTrainedMixin):
     def build_head(self, config) -> None:
         """The output projection (and logits bias, where the family has one), as the vanilla ``__init__``."""
         raise NotImplementedError
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: Any = None,
+        past_key_values: Any = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        *,
+        output_graph_gates: bool | None = None,
+        **kwargs: Any,
+    ):
+        r"""The family's translation model's ``forward`` (``MarianMTModel.forward``, ...);
+        ``output_graph_gates=True`` also returns ``encoder_graph_gates`` (`forward_with_gates`)."""
+        return self.forward_with_gates(
+            output_graph_gates,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            labels=labels,
+            use_cache=use_cache,
+            **({} if past_key_values is None else cache_kwargs(past_key_values)),
+            **kwargs,
+        )
 
 
 def register_family(config_class: type, base_model_class: type, translation_model_class: type) -> None:

@@ -66,6 +66,34 @@ def cache_kwargs(cache: Cache | None) -> dict[str, Cache | None]:
     return {CACHE_KWARG: cache}
 
 
+#: The parameters of the vanilla seq2seq models' ``forward`` (`MarianModel.forward`; the translation models add
+#: ``labels`` before ``use_cache``), in order, as the package's models write them out
+#: (`modeling_common.GraphBaseModelMixin.forward`, `GraphTranslationModelMixin.forward`), ``self`` and
+#: ``**kwargs`` aside. The same in every family from 5.17.0 to 5.25.0 but for the cache, named ``cache`` since
+#: 5.24.0 (`CACHE_KWARG`): the models keep ``past_key_values``, which every tested release accepts, and hand
+#: the cache on under the installed name, so no release warns. tests/test_compat.py compares the installed
+#: release's signatures with `vanilla_forward_parameters`.
+SEQ2SEQ_FORWARD_PARAMETERS = (
+    "input_ids",
+    "attention_mask",
+    "decoder_input_ids",
+    "decoder_attention_mask",
+    "encoder_outputs",
+    "past_key_values",
+    "inputs_embeds",
+    "decoder_inputs_embeds",
+    "use_cache",
+)
+
+
+def vanilla_forward_parameters(model_class: type) -> list[str]:
+    """The parameters of ``model_class.forward`` of the installed release, ``self`` and ``**kwargs`` left out,
+    its cache named ``past_key_values`` as the package's models name it."""
+    parameters = inspect.signature(model_class.forward).parameters.values()
+    names = [p.name for p in parameters if p.name != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD]
+    return ["past_key_values" if name in _CACHE_NAMES else name for name in names]
+
+
 def new_decoder_cache(config) -> EncoderDecoderCache:
     """The cache a vanilla decoder stack starts when ``use_cache`` and none is given
     (follows `MarianDecoder.forward`, 5.0-5.24)."""
@@ -253,6 +281,7 @@ def warn_if_untested() -> None:
 
 __all__ = [
     "CACHE_KWARG",
+    "SEQ2SEQ_FORWARD_PARAMETERS",
     "COMPUTED_POSITION_TABLES",
     "Cache",
     "GradientCheckpointingLayer",
@@ -278,5 +307,6 @@ __all__ = [
     "take_cache",
     "unsaved_trainable_parameters",
     "untested_releases",
+    "vanilla_forward_parameters",
     "warn_if_untested",
 ]

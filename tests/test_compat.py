@@ -55,6 +55,46 @@ def test_the_checks_cached_decode_uses_the_installed_cache_name_without_deprecat
     assert not [w for w in recwarn if "past_key_values" in str(w.message)]
 
 
+def test_the_models_forward_is_the_installed_vanilla_forward_plus_the_gates():
+    """Each model writes its ``forward`` out (`modeling_common`): the parameters of the installed release's
+    vanilla ``forward``, in order, the cache under the name every tested release takes, and
+    ``output_graph_gates`` keyword-only. A release that adds, drops or reorders one fails here, by name."""
+    from hf_graphtf.families import FAMILIES
+
+    for family in FAMILIES.values():
+        pairs = [  # each model class and the Transformers class it extends (next in its MRO)
+            (ours, next(c for c in ours.__mro__ if c.__module__.startswith("transformers.models.")))
+            for ours in (family.seq2seq_class, family.base_model_class)
+        ]
+        for ours, vanilla in pairs:
+            parameters = inspect.signature(ours.forward).parameters
+            assert parameters["output_graph_gates"].kind is inspect.Parameter.KEYWORD_ONLY
+            written = [name for name in parameters if name not in ("self", "output_graph_gates", "kwargs")]
+            assert written == transformers_seam.vanilla_forward_parameters(vanilla), (ours.__name__, vanilla.__name__)
+        assert [name for name in transformers_seam.SEQ2SEQ_FORWARD_PARAMETERS] == [
+            name
+            for name in inspect.signature(family.base_model_class.forward).parameters
+            if name not in ("self", "output_graph_gates", "kwargs")
+        ]
+
+
+def test_the_models_hand_the_cache_on_under_the_installed_name_without_a_warning(recwarn):
+    model = tiny_model("marian", OPTION_MATRIX["al-both"])
+    input_ids, attention_mask = source_batch()
+    with torch.no_grad():
+        first = model(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=input_ids[:, :1], use_cache=True
+        )
+        cache = transformers_seam.output_cache(first)
+        model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=input_ids[:, 1:2],
+            past_key_values=cache,
+        )
+    assert not [w for w in recwarn if "past_key_values" in str(w.message)]
+
+
 def test_take_cache_accepts_either_name_and_refuses_both():
     cache = object()
     for name in ("cache", "past_key_values"):
