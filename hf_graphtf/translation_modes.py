@@ -144,9 +144,10 @@ COMPILE_CHOICES = ("auto", "on", "off")
 #: device type -> whether compiled static-cache decoding measured faster than eager decoding there, compile
 #: time included, on a file of the size people translate. On a CPU it did not: it pays back its compiling
 #: only on batches of one shape, and a file brings many (`RESULTS_PAGE`, "Compiled decoding" and "Compiled
-#: decoding end to end"). A device type not listed is not compiled unasked: ``auto`` compiles only where it
-#: paid.
-COMPILED_DECODING_PAYS: dict[str, bool] = {"cpu": False}
+#: decoding end to end"). On a CUDA GPU it gained little per batch, as decoding there waits on the host,
+#: and each new batch shape waits for the compiler (`RESULTS_PAGE`, the H200's second lease). A device type
+#: not listed is not compiled unasked: ``auto`` compiles only where it paid.
+COMPILED_DECODING_PAYS: dict[str, bool] = {"cpu": False, "cuda": False}
 
 
 def decides_to_compile(requested: str, device: str, dtype: str = "fp32") -> tuple[bool, str]:
