@@ -194,26 +194,22 @@ _VALIDATED = "_graph_options_validated"
 
 
 class GraphOptionsMixin:
-    """Option handling shared by the family configs: the one owner of the options' fields and validation.
+    """Option handling shared by the family configs: the one owner of the options' validation.
 
-    The option fields are not written in each config class: `__init_subclass__` adds every option of
-    `GRAPH_OPTIONS` to the subclass (annotation and default) before Transformers turns the class into
-    a dataclass, and appends their ``Args:`` entries to its docstring. An option is defined once.
+    Each config class declares the option fields, as a `PretrainedConfig` subclass declares its own (a test
+    keeps them equal to `GRAPH_OPTIONS`, where each option's default, choices and help are defined);
+    `__init_subclass__` appends their ``Args:`` entries to its docstring.
 
     The config validates its options once, at construction, and again only when one of
-    `VALIDATED_FIELDS` is set afterwards (a refused assignment leaves the config as it was). Options
+    `VALIDATED_FIELDS` is set afterwards (a refused assignment leaves the config as it was). That is what
+    `__setattr__` is for: huggingface_hub's ``@strict`` field validators, which the parent configs use, see
+    one value, not the config (``d_model`` against the heads, a graph option against the family), and raise
+    their own error type rather than the `ValueError` naming the field that users catch. Options
     that depend on each other change together through ``config.update({...})``, validated once after
     all are set. A config is therefore always valid, and the models read it without checking again.
     """
 
     def __init_subclass__(cls, **kwargs):
-        annotations = dict(cls.__dict__.get("__annotations__", {}))
-        for option in GRAPH_OPTIONS:
-            # `Any`: the values are checked by `GraphOption.check` (a ValueError naming the field), not by
-            # the parent configs' `@strict` type checks, which raise another exception type
-            annotations[option.name] = Any
-            setattr(cls, option.name, option.default)
-        cls.__annotations__ = annotations
         if cls.__doc__ and "Args:" not in cls.__doc__:
             cls.__doc__ = cls.__doc__.rstrip() + "\n\n    Args:\n" + options_docstring() + "\n"
         super().__init_subclass__(**kwargs)
@@ -307,12 +303,34 @@ class GraphMarianConfig(GraphOptionsMixin, MarianConfig):
     model_type = "graph_marian"
     vanilla_model_type = "marian"
 
+    # The options of `GRAPH_OPTIONS`, with its defaults. `Any`: `GraphOption.check` validates them (a ValueError
+    # naming the field), not the parent config's `@strict` type checks, which raise another exception type.
+    attention_link: Any = "none"
+    attention_link_mode: Any = "previous"
+    attention_link_kernel: Any = "auto"
+    attention_link_gate: Any = "none"
+    graph_attention: Any = False
+    graph_fusion: Any = "gate"
+    graph_half_dim: Any = False
+    graph_shared_qkv: Any = False
+
 
 class GraphBartConfig(GraphOptionsMixin, BartConfig):
     r"""`BartConfig` plus the graph-group attention and attention-link options."""
 
     model_type = "graph_bart"
     vanilla_model_type = "bart"
+
+    # The options of `GRAPH_OPTIONS`, with its defaults. `Any`: `GraphOption.check` validates them (a ValueError
+    # naming the field), not the parent config's `@strict` type checks, which raise another exception type.
+    attention_link: Any = "none"
+    attention_link_mode: Any = "previous"
+    attention_link_kernel: Any = "auto"
+    attention_link_gate: Any = "none"
+    graph_attention: Any = False
+    graph_fusion: Any = "gate"
+    graph_half_dim: Any = False
+    graph_shared_qkv: Any = False
 
 
 class GraphM2M100Config(GraphOptionsMixin, M2M100Config):
@@ -325,6 +343,17 @@ class GraphM2M100Config(GraphOptionsMixin, M2M100Config):
     model_type = "graph_m2m_100"
     vanilla_model_type = "m2m_100"
     layer_norm_position = "pre"
+
+    # The options of `GRAPH_OPTIONS`, with its defaults. `Any`: `GraphOption.check` validates them (a ValueError
+    # naming the field), not the parent config's `@strict` type checks, which raise another exception type.
+    attention_link: Any = "none"
+    attention_link_mode: Any = "previous"
+    attention_link_kernel: Any = "auto"
+    attention_link_gate: Any = "none"
+    graph_attention: Any = False
+    graph_fusion: Any = "gate"
+    graph_half_dim: Any = False
+    graph_shared_qkv: Any = False
 
 
 __all__ = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -22,6 +23,10 @@ def test_each_config_class_declares_exactly_the_options_with_their_defaults(conf
     assert declared == GRAPH_OPTION_DEFAULTS
     own = {name for name in vars(config_class) if name.startswith(("attention_link", "graph_"))}
     assert own == set(GRAPH_OPTION_DEFAULTS), "an option declared here is missing from GRAPH_OPTIONS"
+    # written in the class, as a PretrainedConfig declares its fields (not added to it by code)
+    body = ast.parse(inspect.getsource(config_class)).body[0].body
+    written = {node.target.id: ast.literal_eval(node.value) for node in body if isinstance(node, ast.AnnAssign)}
+    assert written == GRAPH_OPTION_DEFAULTS
     config = config_class()
     for option in GRAPH_OPTIONS:
         assert getattr(config, option.name) == option.default
