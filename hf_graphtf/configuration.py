@@ -1,9 +1,9 @@
 """Configurations for the graph-group and attention-link variants of Marian, BART and M2M100 (NLLB-200).
 
-The new fields live in one mixin so that both families validate them the same way. Validation
-raises a plain `ValueError` naming the field, the value and the allowed values, because that is
-what a user catches and reads; the `@strict` type checks of the parent configs raise a different
-exception type, so the new fields are deliberately kept out of them.
+Each config class declares the option fields; one mixin validates them, so that every family validates them
+the same way. Validation raises a plain `ValueError` naming the field, the value and the allowed values,
+because that is what a user catches and reads; the `@strict` type checks of the parent configs raise a
+different exception type, so the new fields are deliberately kept out of them (annotated `Any`).
 
 This module travels with saved checkpoints (``trust_remote_code``): it imports only Transformers, the
 fusion registry (torch) and the link-mode registry.
