@@ -16,6 +16,7 @@ an exported engine (the beam work inside the graph) removes and a faster kernel 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 import time
@@ -37,18 +38,35 @@ SYSTEMS = ("eager", "compiled", "cuda-graphs")
 
 def with_cuda_graphs(model: torch.nn.Module) -> torch.nn.Module:
     """``model`` compiled as `translation_modes.compile_decoding` compiles it (static cache, whole forward),
-    in ``mode="reduce-overhead"`` and with `generate`'s own compiling of the call turned off, so that each
-    step is compiled once. On an H200 with Transformers 5.23 the compiler skipped the CUDA graphs ("mutated
-    inputs": the static cache's tensors, which a first step traced under the compiler creates without
-    marking them static) and the process then crashed (RESULTS.md, "Where decoding waits")."""
+    in ``mode="reduce-overhead"`` (each step replayed as a CUDA graph) and with `generate`'s own compiling of
+    the call turned off, so that each step is compiled once. The first step of each `generate` runs eagerly:
+    the static cache creates its tensors there, and marks them static only outside the compiler. On an H200
+    with Transformers 5.23, compiling that first step too made the compiler skip the CUDA graphs ("mutated
+    inputs", at the cache's length counter) and the process crash (RESULTS.md, the H200's second lease)."""
     model.generation_config.cache_implementation = "static"
     model.generation_config.disable_compile = True
-    model.forward = torch.compile(model.forward, fullgraph=True, mode="reduce-overhead")
+    eager = model.forward
+    compiled = torch.compile(eager, fullgraph=True, mode="reduce-overhead")
+
+    @functools.wraps(eager)
+    def forward(*args, **kwargs):
+        cache = kwargs.get("past_key_values", kwargs.get("cache"))
+        return (compiled if _cache_made(cache) else eager)(*args, **kwargs)
+
+    model.forward = forward
     return model
 
 
-def profiled(run, device: str) -> dict[str, float]:
-    """One call of ``run`` under the profiler: wall ms, summed kernel ms, kernels and graph launches."""
+def _cache_made(cache) -> bool:
+    """Whether every layer of an encoder-decoder cache has made its tensors (after the first decoding step)."""
+    parts = (getattr(cache, "self_attention_cache", None), getattr(cache, "cross_attention_cache", None))
+    layers = [layer for part in parts if part is not None for layer in getattr(part, "layers", [])]
+    return bool(layers) and all(getattr(layer, "is_initialized", False) for layer in layers)
+
+
+def profiled(run, device: str) -> tuple[dict[str, float], torch.Tensor]:
+    """One call of ``run`` under the profiler: wall ms, summed kernel ms, kernels and graph launches; and what
+    the call returned."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.startswith("cuda"):
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -56,7 +74,7 @@ def profiled(run, device: str) -> dict[str, float]:
     with torch.profiler.profile(activities=activities) as profile:
         sync()
         began = time.perf_counter()
-        run()
+        output = run()
         sync()
         wall = time.perf_counter() - began
     kernels = [e for e in profile.events() if e.device_type == torch.autograd.DeviceType.CUDA]
@@ -67,7 +85,15 @@ def profiled(run, device: str) -> dict[str, float]:
         "kernels": len(kernels),
         "graph_launches": sum(name == "cudaGraphLaunch" for name in names),
         "kernel_launches": sum(name in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC") for name in names),
-    }
+    }, output
+
+
+def _against(output: torch.Tensor, eager: torch.Tensor | None) -> str:
+    """How many sentences' tokens differ from the eager system's (bf16 kernels may round apart)."""
+    if eager is None:
+        return "–"
+    differ = int((output.cpu() != eager.cpu()).any(dim=-1).sum())
+    return "the same" if not differ else f"{differ} of {len(output)} sentences differ"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -97,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     columns = "search | system | wall ms | kernel ms | kernels busy | kernels | kernel launches | graph launches | "
-    print(columns + "generate compiled the call")
+    print(columns + "generate compiled the call | tokens against eager")
+    eager_tokens: dict[tuple[str, int], torch.Tensor] = {}  # (family, beams) -> the eager system's output
     for system in systems:
         for family in ("vanilla", "linked"):
             compile = "on" if system == "compiled" else "off"
@@ -111,13 +138,17 @@ def main(argv: list[str] | None = None) -> None:
                 for _ in range(args.warmup):
                     run()
                 warm = time.perf_counter() - began
-                row = profiled(run, args.device)
+                row, output = profiled(run, args.device)
                 search = "greedy" if beams == 1 else f"beam {beams}"
                 busy = row["kernel_ms"] / row["wall_ms"]
+                reference = eager_tokens.get((family, beams))
+                against = "(the reference)" if system == "eager" else _against(output, reference)
+                if system == "eager":
+                    eager_tokens[family, beams] = output
                 print(
                     f"{search} | {name} | {row['wall_ms']:.1f} | {row['kernel_ms']:.1f} | {busy:.0%} | "
                     f"{row['kernels']} | {row['kernel_launches']} | {row['graph_launches']} | "
-                    f"{hasattr(model, '_compiled_call')} (warm-up {warm:.0f} s)",
+                    f"{hasattr(model, '_compiled_call')} (warm-up {warm:.0f} s) | {against}",
                     flush=True,
                 )
             del model

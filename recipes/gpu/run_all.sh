@@ -33,7 +33,7 @@
 # carry [".whl"] (15 MB of wheels, the tracked tree 12 MB: 27 MB of the 64 MiB allowed); the default steps
 # need no corpus (the smoke step reads data/bible-es-en: carry it too for --steps=smoke).
 # Other steps (not in the default command): --steps=decode (recipes/gpu/decode_profile.py: where a generate
-# call's time goes, kernels or host, at batches of 64 and 256), speed (the papers' shape at its own batch), smoke (the
+# call's time goes, kernels or host, eager, compiled and with CUDA graphs, at batches of 64 and 256), speed (the papers' shape at its own batch), smoke (the
 # training script under accelerate: train, checkpoint, resume), fsdp and grid (longer slots).
 # Here, once (network), to fill .whl for the GPU machine's Python (3.12) from recipes/gpu/wheels.txt:
 #   bash recipes/gpu/run_all.sh --fetch-wheels
@@ -154,10 +154,11 @@ if has_step translation; then  # about 2.5 minutes: the "Fast translation" modes
         --compiled "$DTYPE" "${TRANSLATION[@]}"
 fi
 
-if has_step decode; then  # about 2 minutes (not in the default command): where a generate call waits
-    run decode_profile 150 python3 recipes/gpu/decode_profile.py --device "$DEVICE" --dtype "$DTYPE" "${PROFILE[@]}"
-    run decode_profile_batch256 120 python3 recipes/gpu/decode_profile.py --device "$DEVICE" --dtype "$DTYPE" \
-        "${PROFILE[@]}" --batch-size "$LARGE_BATCH"
+if has_step decode; then  # about 4 minutes (not in the default command): where a generate call waits, and
+    # whether replaying each step as a CUDA graph (its first step eager) lifts it
+    DECODE=(python3 recipes/gpu/decode_profile.py --device "$DEVICE" --dtype "$DTYPE" --systems eager,compiled,cuda-graphs)
+    run decode_profile 200 "${DECODE[@]}" "${PROFILE[@]}"
+    run decode_profile_batch256 160 "${DECODE[@]}" "${PROFILE[@]}" --batch-size "$LARGE_BATCH"
 fi
 
 if has_step compiled; then  # about 1 minute: regional torch.compile of the layers in training
