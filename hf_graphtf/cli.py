@@ -19,7 +19,7 @@ from .data.bible_pairs import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 from .errors import UserError, report_user_error
 from .file_translation import FileTranslation
 from .inference import TranslationInputWarning, default_device, load_model, translate_texts
-from .translation_formats import TRANSLATION_FORMATS, self_checked_names
+from .translation_formats import TRANSLATION_FORMATS, auto_candidates, self_checked_names
 from .translation_modes import (
     COMPILE_CHOICES,
     RESULTS_PAGE,
@@ -294,9 +294,7 @@ def _dtype_argument(allowed: tuple[str, ...]) -> Any:
 
 def _translate_dtype_help() -> str:
     """``--dtype`` of ``translate``, from the registered formats: what ``auto`` takes, and the rest by name."""
-    ranked = sorted(
-        (fmt for fmt in TRANSLATION_FORMATS.values() if fmt.auto_rank is not None), key=lambda f: f.auto_rank
-    )
+    ranked = auto_candidates()
     by_name = [name for name in TRANSLATION_DTYPES[1:] if TRANSLATION_FORMATS[name].auto_rank is None]
     return (
         f"auto (default): the first of {', '.join(fmt.name for fmt in ranked)} the device computes natively; "

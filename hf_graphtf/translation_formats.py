@@ -103,19 +103,21 @@ def aliases() -> dict[str, str]:
     return {alias: fmt.name for fmt in TRANSLATION_FORMATS.values() for alias in fmt.aliases}
 
 
+def canonical_name(name: str, allowed: Sequence[str]) -> str:
+    """``name`` in the package's spelling (``bfloat16`` -> ``bf16``); a value outside ``allowed`` is refused,
+    naming the choices and their other spellings."""
+    allowed = tuple(allowed)
+    canonical = aliases().get(name, name)
+    if canonical not in allowed:
+        spellings = ", ".join(alias for alias, target in aliases().items() if target in allowed)
+        raise ValueError(f"dtype must be one of {', '.join(allowed)} (or {spellings}); got {name!r}")
+    return canonical
+
+
 def translation_format(name: str, allowed: Sequence[str] | None = None) -> TranslationFormat:
     """The format named ``name`` or one of its aliases; a name outside ``allowed`` (by default the translation
     formats) is refused, naming the choices."""
-    allowed = format_names() if allowed is None else tuple(allowed)
-    canonical = aliases().get(name, name)
-    if canonical not in allowed or canonical not in TRANSLATION_FORMATS:
-        spellings = ", ".join(alias for alias, target in aliases().items() if target in allowed)
-        raise ValueError(
-            f"dtype must be one of {', '.join(allowed)}"
-            + (f" (or {spellings})" if spellings else "")
-            + f"; got {name!r}"
-        )
-    return TRANSLATION_FORMATS[canonical]
+    return TRANSLATION_FORMATS[canonical_name(name, format_names() if allowed is None else allowed)]
 
 
 class LiveNames(Sequence[str]):
@@ -263,6 +265,7 @@ __all__ = [
     "TranslationFormat",
     "aliases",
     "auto_candidates",
+    "canonical_name",
     "device_computes_bf16",
     "float_format_names",
     "format_names",

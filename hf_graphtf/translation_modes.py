@@ -37,9 +37,11 @@ from .translation_formats import (
     TranslationFormat,
     aliases,
     auto_candidates,
+    canonical_name,
     device_computes_bf16,
     format_names,
     quantize_int8,
+    translation_format,
 )
 
 #: how a refusal names the device types a format runs on
@@ -56,14 +58,9 @@ DTYPE_ALIASES = LiveMapping(aliases)
 
 
 def canonical_dtype(name: str, allowed: tuple[str, ...] | LiveNames = TRANSLATION_DTYPES) -> str:
-    """``name`` in the package's spelling (``bfloat16`` -> ``bf16``); a value outside ``allowed`` is refused,
-    naming the choices."""
-    allowed = tuple(allowed)
-    canonical = aliases().get(name, name)
-    if canonical not in allowed:
-        spellings = ", ".join(alias for alias, target in aliases().items() if target in allowed)
-        raise ValueError(f"dtype must be one of {', '.join(allowed)} (or {spellings}); got {name!r}")
-    return canonical
+    """``name`` in the package's spelling (``bfloat16`` -> ``bf16``), ``auto`` included; a value outside
+    ``allowed`` is refused, naming the choices (`translation_formats.canonical_name`)."""
+    return canonical_name(name, allowed)
 
 
 @dataclass(frozen=True)
@@ -163,7 +160,7 @@ def decides_to_compile(requested: str, device: str, dtype: str = "fp32") -> tupl
             "compiling the decoding step (static cache, torch.compile): each new batch shape waits a minute or "
             "more for the compiler at first"
         )
-    compiles = TRANSLATION_FORMATS[canonical_dtype(dtype, format_names(translates=None))].compiles
+    compiles = translation_format(dtype, format_names(translates=None)).compiles
     if requested == "off" or not COMPILED_DECODING_PAYS.get(device_type) or not compiles:
         return False, ""
     return True, f"compiling the decoding step: it measured faster on {device_type}"
@@ -171,7 +168,7 @@ def decides_to_compile(requested: str, device: str, dtype: str = "fp32") -> tupl
 
 def check_compilable(dtype: str) -> None:
     """Refuse compiled decoding of a format that does not compile (int8: its quantized linears)."""
-    fmt = TRANSLATION_FORMATS[canonical_dtype(dtype, format_names(translates=None))]
+    fmt = translation_format(dtype, format_names(translates=None))
     if not fmt.compiles:
         compiling = ", ".join(name for name in format_names() if TRANSLATION_FORMATS[name].compiles)
         raise ValueError(f"compiled decoding takes {compiling}, not {fmt.name}: {fmt.description} does not compile")
