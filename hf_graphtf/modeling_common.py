@@ -450,6 +450,9 @@ class GraphGatesOutputMixin:
         a cache filled during the forward pass makes a recomputing activation-checkpoint wrapper (FSDP's, as
         accelerate applies it) see cross-attention keys already cached and fail. Outputs are unchanged.
         """
+        cache = take_cache(inputs)  # either name; both at once is refused
+        if cache is not None:  # under the name the installed release's forward takes (`cache` since 5.24)
+            inputs.update(cache_kwargs(cache))
         if self.training and inputs.get("labels") is not None:
             inputs["use_cache"] = False
         if not output_graph_gates:
@@ -528,7 +531,7 @@ class GraphBaseModelMixin(GraphGatesOutputMixin, GraphPreTrainedMixin):
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
-            **({} if past_key_values is None else cache_kwargs(past_key_values)),
+            past_key_values=past_key_values,
             **kwargs,
         )
 
@@ -579,7 +582,7 @@ class GraphTranslationModelMixin(GraphGatesOutputMixin, GraphPreTrainedMixin):
             decoder_inputs_embeds=decoder_inputs_embeds,
             labels=labels,
             use_cache=use_cache,
-            **({} if past_key_values is None else cache_kwargs(past_key_values)),
+            past_key_values=past_key_values,
             **kwargs,
         )
 
