@@ -126,9 +126,12 @@ def translate_file(
     dtype), so a partial file of another model or format is refused. Long and unknown input is reported
     as `translate_texts` reports it, by warnings."""
     from .inference import translate_texts
+    from .translation_formats import aliases
 
     mode = getattr(model, "translation_mode", None)
-    dtype = mode.dtype if mode is not None else str(model.dtype).removeprefix("torch.")
+    # in the package's spelling (fp32, as `hf-graphtf translate` records it), so either may resume the other's job
+    torch_name = str(model.dtype).removeprefix("torch.")
+    dtype = mode.dtype if mode is not None else aliases().get(torch_name, torch_name)
     job = FileTranslation(
         texts,
         output,

@@ -92,7 +92,7 @@ def test_translate_file_writes_what_translate_texts_gives_and_resumes(tiny_token
     assert output.read_text(encoding="utf-8") == "".join(line + "\n" for line in expected)
 
     # a run stopped after two lines, then the same call again: it takes up the job
-    job = FileTranslation(TEXTS, output, model="tiny-linked", beam_size=2, max_new_tokens=4, dtype="float32",
+    job = FileTranslation(TEXTS, output, model="tiny-linked", beam_size=2, max_new_tokens=4, dtype="fp32",
                           batch_size=2)  # fmt: skip
     job.resume()
     job.partial.write_text("".join(line + "\n" for line in expected[:2]), encoding="utf-8")
