@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from .data.bible_pairs import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 from .errors import UserError, report_user_error
+from .exported_models import ENGINES, exportable_formats
 from .file_translation import FileTranslation
 from .inference import TranslationInputWarning, default_device, load_model, translate_texts
 from .translation_formats import TRANSLATION_FORMATS, auto_candidates, self_checked_names
@@ -48,8 +49,11 @@ def _load(args: argparse.Namespace, mode: TranslationMode | None = None) -> tupl
     """The model of ``--model`` in ``mode`` (translate resolved it already and says it here, once the model
     is there, so that an unusable model is the first line), or in ``--dtype``."""
     compile_choice = getattr(args, "compile", "off")  # translate's flag; evaluate and the rest decode eagerly
-    loaded = load_model(args.model, args.device, mode or args.dtype, args.attn_implementation, compile=compile_choice)
-    if mode is not None:
+    engine = getattr(args, "engine", "eager")  # translate's and evaluate's; gates and analyze run no decoding
+    loaded = load_model(
+        args.model, args.device, mode or args.dtype, args.attn_implementation, compile=compile_choice, engine=engine
+    )
+    if mode is not None or loaded[1].exported_decoding is not None:
         print(f"hf-graphtf: {loaded[1].translation_mode.reason}", file=sys.stderr, flush=True)
     return loaded
 
@@ -302,6 +306,16 @@ def _translate_dtype_help() -> str:
     )
 
 
+def _add_engine_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="auto (default): the model's exported package (hf-graphtf export) where one fits, else eager; "
+        f"exported: the package or an error; eager: never the package. What it buys: {RESULTS_PAGE}",
+    )
+
+
 def _add_generation_options(parser: argparse.ArgumentParser, default_dtype: str = "fp32") -> None:
     parser.add_argument("--model", help="saved model directory or Hub id")
     parser.add_argument("--batch-size", type=int, default=32)
@@ -362,12 +376,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="compile decoding (static KV cache, torch.compile): auto (default) only where it measured faster, "
         f"compiling included (not on a CPU); what it costs and buys: {RESULTS_PAGE}, 'Compiled decoding'",
     )
+    _add_engine_option(translate)
     translate.add_argument("--input", default="-", help="one sentence per line; '-' for stdin")
     translate.add_argument("--output", default="-", help="'-' for stdout")
     translate.set_defaults(func=cmd_translate)
 
     evaluate = commands.add_parser("evaluate", help="BLEU, chrF and BLEU by source length of a model or a file")
     _add_generation_options(evaluate)
+    _add_engine_option(evaluate)
     evaluate.add_argument("--hypotheses", help="score this file of translations instead of running a model")
     evaluate.add_argument("--source", help="source sentences, one per line")
     evaluate.add_argument("--corpus", help="a corpus directory, file or Hub id (instead of --source)")
@@ -404,6 +420,20 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--name", help="model name in the figures (default: the folder's name)")
     analyze.set_defaults(func=cmd_analyze)
 
+    export = commands.add_parser(
+        "export",
+        help="compile a saved model's decoding ahead of time (AOTInductor, CPU) for translate and evaluate",
+    )
+    export.add_argument("--model", required=True, help="saved model directory (the packages go inside it)")
+    export.add_argument(
+        "--dtype",
+        type=_dtype_argument(exportable_formats()),
+        default=exportable_formats()[0],
+        metavar="{" + ",".join(exportable_formats()) + "}",
+        help="the format translate will load it in (its --dtype); default " + exportable_formats()[0],
+    )
+    export.set_defaults(func=cmd_export)
+
     check = commands.add_parser(
         "check",
         help="self-test on this install and device: vanilla equivalence, the formulas of docs/method.md "
@@ -421,6 +451,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--options", nargs="+", help="only these option sets of the test matrix")
     check.set_defaults(func=cmd_check)
     return parser
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Build the model's packages for ``--dtype`` (`exported_models.export_model`)."""
+    from .exported_models import export_model
+
+    export_model(args.model, args.dtype, command="hf-graphtf " + " ".join(sys.argv[1:]))
+    return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:

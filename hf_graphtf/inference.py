@@ -165,6 +165,7 @@ def load_model(
     dtype: str | TranslationMode = "fp32",
     attn_implementation: str | None = None,
     compile: str = "off",
+    engine: str = "auto",
 ) -> tuple[Any, Any]:
     """Tokenizer and model (in eval mode, on ``device`` or the best available one) from a directory or Hub id.
 
@@ -172,15 +173,20 @@ def load_model(
     bf16 where the device computes it natively and fp32 elsewhere, ``int8`` quantizes the linear layers
     (CPU); or a `TranslationMode` the caller resolved already (the CLI, which says its choice). ``compile``
     (``auto``, ``on``, ``off``) compiles decoding with a static cache (`translation_modes.compile_decoding`);
-    ``auto`` only where it measured faster. The model's ``translation_mode`` records what it was loaded in
-    and why."""
+    ``auto`` only where it measured faster. ``engine`` (`exported_models.ENGINES`) chooses between the
+    exported packages of a local model folder (``hf-graphtf export``) and eager decoding: ``auto`` takes a
+    package that fits, where decoding is not compiled. The model's ``translation_mode`` records what it was
+    loaded in, which engine decodes, and why; ``exported_decoding`` holds the package's graphs (or None)."""
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hf_graphtf  # noqa: F401  (registers the graph_* model types with the Auto classes)
 
+    from .exported_models import ENGINES, ExportError, find_exported
     from .model_files import check_model_source, named_source
 
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
     check_model_source(name)
     device = default_device(device)
     # a bad dtype fails before anything loads; a mode resolved by the caller is not resolved again
@@ -197,8 +203,31 @@ def load_model(
     if compiled:
         model = compile_decoding(model)
         mode = replace(mode, compiled=True, reason=f"{mode.reason}; {compile_reason}")
+    model.exported_decoding = None
+    if engine == "exported" and compiled:
+        raise ExportError("engine 'exported' decodes with the exported package; it does not compile as well")
+    if engine != "eager" and not compiled and mode.format.exports:
+        model.exported_decoding, clause = find_exported(model, name, mode.dtype)
+        if model.exported_decoding is None:
+            if engine == "exported":
+                raise ExportError(f"engine 'exported' asked for, but {clause}")
+            if _has_packages(name):  # packages there but none used: said, never silent
+                mode = replace(mode, reason=f"{mode.reason}; eager decoding, as {clause}")
+        else:
+            mode = replace(mode, reason=f"{mode.reason}; {clause}")
+    elif engine == "exported":
+        raise ExportError(f"engine 'exported' asked for, but format {mode.dtype} does not export")
     model.translation_mode = mode
     return tokenizer, model
+
+
+def _has_packages(name: str) -> bool:
+    """Whether a model folder holds exported packages of any format (so that not using them is said)."""
+    from pathlib import Path
+
+    from .exported_models import EXPORT_DIR
+
+    return (Path(name) / EXPORT_DIR).is_dir()
 
 
 def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
@@ -304,8 +333,12 @@ def _translate_pieces(
             inputs = tokenizer([texts[i] for i in indices], return_tensors="pt", padding=True).to(model.device)
             if inputs["input_ids"].shape[1] > limit:  # `split_to_fit` made every piece fit
                 raise RuntimeError(f"a piece of {inputs['input_ids'].shape[1]} tokens reached the model")
+            decoding = getattr(model, "exported_decoding", None)
             with torch.inference_mode():
-                generated = model.generate(**inputs, **generate_kwargs)
+                if decoding is not None:
+                    generated = decoding.generate(model, **inputs, **generate_kwargs)
+                else:
+                    generated = model.generate(**inputs, **generate_kwargs)
             for i, text in zip(indices, decode_token_ids(tokenizer, generated.cpu())):
                 outputs[i] = text
             bar.update(len(indices))

@@ -100,6 +100,36 @@ def new_decoder_cache(config) -> EncoderDecoderCache:
     return EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
 
 
+def cache_tensors(cache: DynamicCache) -> list[torch.Tensor]:
+    """A ``DynamicCache``'s tensors as one flat list (layer 0's keys, its values, layer 1's keys, ...), as the
+    exported graphs take and give them (follows `DynamicLayer`'s ``keys`` and ``values``, 5.0-5.25)."""
+    return [tensor for layer in cache.layers for tensor in (layer.keys, layer.values)]
+
+
+def set_cache_tensors(cache: DynamicCache, tensors: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> None:
+    """Fill ``cache`` with a flat list of `cache_tensors`' order: an empty cache layer by layer through its
+    ``update``, a filled one by replacing its layers' tensors (the grown cache an exported step returns)."""
+    if cache.get_seq_length() == 0:
+        for index in range(len(tensors) // 2):
+            cache.update(tensors[2 * index], tensors[2 * index + 1], index)
+        return
+    for layer, index in zip(cache.layers, range(0, len(tensors), 2)):
+        layer.keys, layer.values = tensors[index], tensors[index + 1]
+
+
+def filled_decoder_cache(self_kv: list[torch.Tensor], cross_kv: list[torch.Tensor] | None) -> EncoderDecoderCache:
+    """An encoder-decoder cache holding ``self_kv`` (possibly none yet) and ``cross_kv`` (flat lists, as
+    `cache_tensors`), each cross-attention layer marked as made (follows `EncoderDecoderCache.is_updated`,
+    which tells the cross-attention to read its keys rather than make them, 5.0-5.25)."""
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    set_cache_tensors(cache.self_attention_cache, self_kv)
+    if cross_kv:
+        set_cache_tensors(cache.cross_attention_cache, cross_kv)
+        for index in range(len(cross_kv) // 2):
+            cache.is_updated[index] = True
+    return cache
+
+
 def self_attention_cache(cache: Cache | None) -> Cache | None:
     """The self-attention half of an encoder-decoder cache (follows `MarianDecoder.forward`, 5.0-5.24)."""
     return cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache

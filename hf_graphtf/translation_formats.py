@@ -47,6 +47,8 @@ class TranslationFormat:
     self_checked: bool = False
     #: said after "translating in <name>" where the format is asked for by name (int8: what it may cost)
     note: str = ""
+    #: whether ``hf-graphtf export`` builds packages in it (`exported_models`; CPU, AOTInductor)
+    exports: bool = False
 
     def runs_on(self, device: str) -> bool:
         return not self.devices or str(device).split(":")[0] in self.devices
@@ -218,6 +220,7 @@ register_translation_format(
         aliases=("float32",),
         auto_rank=1,
         self_checked=True,
+        exports=True,
     )
 )
 register_translation_format(
@@ -229,6 +232,7 @@ register_translation_format(
         native=device_computes_bf16,
         auto_rank=0,
         self_checked=True,
+        exports=True,
     )
 )
 register_translation_format(TranslationFormat("fp16", "float16", "float16 weights and products", aliases=("float16",)))

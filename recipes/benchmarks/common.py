@@ -263,6 +263,19 @@ def compiled_formats(spec: str) -> list[str]:
     return formats
 
 
+def exported_formats(spec: str) -> list[str]:
+    """``--exported``'s formats (`translation_formats`): only those ``hf-graphtf export`` builds."""
+    from hf_graphtf.exported_models import exportable_formats
+
+    formats = translation_formats(spec)
+    refused = [mode for mode in formats if mode not in exportable_formats()]
+    if refused:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(refused)} does not export; exported formats: {', '.join(exportable_formats())}"
+        )
+    return formats
+
+
 def add_common_args(parser: argparse.ArgumentParser, *, default_size: str, default_steps: int, default_warmup: int):
     """Flags every script takes."""
     parser.add_argument(

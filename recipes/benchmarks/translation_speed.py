@@ -17,6 +17,8 @@ Two parts:
   The Transformers systems load through the package's own `load_model` (the call under ``translate``);
   CTranslate2 translates the same token ids (``translate_batch``, ``min_decoding_length =
   max_decoding_length``).
+- **exported** (``--exported``): the linked model built by ``hf-graphtf export`` in each format given, and
+  decoded through its packages (``translate --engine exported``); the build is timed apart, once.
 - **end to end** (``--cli-lines``): a text file through ``hf-graphtf translate`` in a child process, load
   time included, against a CTranslate2 script doing the same (load, tokenize, translate, detokenize,
   write); target tokens per second of the child's CPU time (``--clock cpu``) or wall time.
@@ -45,9 +47,19 @@ from pathlib import Path
 
 import torch
 from benchmark_page import header, run_start, table
-from common import SHAPES, Shape, compiled_formats, config_kwargs, positive_ints, synchronizer, translation_formats
+from common import (
+    SHAPES,
+    Shape,
+    compiled_formats,
+    config_kwargs,
+    exported_formats,
+    positive_ints,
+    synchronizer,
+    translation_formats,
+)
 from measure import CLOCK_TEXT, interleaved
 
+from hf_graphtf.exported_models import export_model
 from hf_graphtf.inference import load_model
 from hf_graphtf.translation_modes import TRANSLATION_DTYPES
 
@@ -114,9 +126,14 @@ def hf_runner(model: torch.nn.Module, ids: torch.Tensor, beams: int, new_tokens:
     mask = torch.ones_like(ids)
     options = dict(num_beams=beams, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
 
+    decoding = getattr(model, "exported_decoding", None)  # the exported package, where it loaded one
+
     def run() -> torch.Tensor:
         with torch.inference_mode():
-            output = model.generate(input_ids=ids, attention_mask=mask, **options)
+            if decoding is not None:
+                output = decoding.generate(model, input_ids=ids, attention_mask=mask, **options)
+            else:
+                output = model.generate(input_ids=ids, attention_mask=mask, **options)
         if output.shape[1] != new_tokens + 1:  # + the decoder start token
             raise RuntimeError(f"expected {new_tokens} new tokens, got {output.shape[1] - 1}")
         return output
@@ -195,8 +212,13 @@ def end_to_end(args, shape: Shape, folders: dict[str, Path], ct2: dict[str, Path
     translate = [sys.executable, "-m", "hf_graphtf.cli", "translate", "--model", str(folders["linked"]), *common]
     for mode in args.modes:
         output = work / f"out-{mode}.txt"
-        command = [*translate, "--threads", str(threads), "--dtype", mode, "--output", str(output)]
+        command = [*translate, "--threads", str(threads), "--dtype", mode, "--engine", "eager", "--output", str(output)]
         jobs.append((f"hf-graphtf translate, linked, --dtype {mode}", command, output, {}))
+    for mode in args.exported:
+        output = work / f"out-{mode}-exported.txt"
+        command = [*translate, "--threads", str(threads), "--dtype", mode, "--engine", "exported"]
+        command += ["--output", str(output)]
+        jobs.append((f"hf-graphtf translate, linked, --dtype {mode} --engine exported", command, output, {}))
     for mode in args.compiled:
         cache = {"TORCHINDUCTOR_CACHE_DIR": str(work / f"compiler-cache-{mode}")}  # empty until the first run
         output = work / f"out-{mode}-compiled.txt"
@@ -251,6 +273,16 @@ def main(argv: list[str] | None = None) -> None:
         "in these formats (without a value: fp32,bf16; int8 is refused, its quantized linears do not compile), "
         "its compile time said apart",
     )
+    parser.add_argument(
+        "--exported",
+        nargs="?",
+        type=exported_formats,
+        const=["bf16"],
+        default=[],
+        metavar="MODES",
+        help="also the linked model exported (hf-graphtf export) in these formats (without a value: bf16), "
+        "its build time said apart",
+    )
     parser.add_argument("--steps", type=int, default=3, help="measured calls per system (after warm-up)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
@@ -287,13 +319,21 @@ def main(argv: list[str] | None = None) -> None:
     models: dict[str, torch.nn.Module] = {}
     for family, label in (("vanilla", "Transformers MarianMTModel"), ("linked", "linked (attention_link=both)")):
         for mode in [] if args.end_to_end_only else args.modes:
-            tokenizer, models[f"{label} {mode}"] = load_model(str(folders[family]), args.device, mode)
+            tokenizer, models[f"{label} {mode}"] = load_model(str(folders[family]), args.device, mode, engine="eager")
     compiled_names = []
     for mode in args.compiled if not args.end_to_end_only else []:
         for family, label in (("vanilla", "Transformers MarianMTModel"), ("linked", "linked (attention_link=both)")):
             name = f"{label} {mode}, compiled"
             _, models[name] = load_model(str(folders[family]), args.device, mode, compile="on")
             compiled_names.append(name)
+    build_seconds: list[str] = []
+    for mode in args.exported:  # built once, before anything is timed; the end-to-end part reuses the build
+        began = time.perf_counter()
+        export_model(folders["linked"], mode, progress=lambda line: print(line, file=sys.stderr, flush=True))
+        build_seconds.append(f"{mode}: {time.perf_counter() - began:.0f} s")
+        if not args.end_to_end_only:
+            name = f"linked (attention_link=both) {mode}, exported"
+            _, models[name] = load_model(str(folders["linked"]), args.device, mode, engine="exported")
     compile_seconds: list[str] = []
     rows, records = [], []
     # CTranslate2 reads token strings
@@ -365,6 +405,12 @@ def main(argv: list[str] | None = None) -> None:
         print()
         columns = ["threads", "search", "system", "target tokens/s", "vs Transformers fp32", "vs CTranslate2 int8"]
         print(table(columns, rows))
+    if build_seconds:
+        print()
+        print(
+            "Building the exported packages (hf-graphtf export, once per model and format, wall clock): "
+            + "; ".join(build_seconds)
+        )
     if compile_seconds:
         print()
         print("First call of each compiled system (compiling included, wall clock): " + "; ".join(compile_seconds))

@@ -1,0 +1,154 @@
+"""Decoding with exported graphs inside Transformers' own `generate`.
+
+`generate` keeps doing all of the search (greedy or beam, its logits processors, the length penalty, EOS and
+finished hypotheses, min and max new tokens, the model's generation config), so an exported model decodes
+exactly as the eager one decides, and only the model's forward runs elsewhere: the encoder and the two
+decoder steps of `export_graphs`, compiled ahead of time. Two things differ from eager decoding, both
+without changing a result:
+
+- the cross-attention's keys and values stay out of `generate`'s cache, so its beam search never reorders
+  them: the beams of one sentence share them, row for row the same;
+- every tensor handed to a graph is made contiguous first, because a compiled graph assumes the strides it
+  was built with and does not check them.
+
+A call that asks for something the graphs do not give (attention weights, hidden states, a decoder prefix,
+no cache, assisted decoding) runs eagerly instead, with an `ExportedFallbackWarning` saying which option.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+from .transformers_seam import cache_kwargs, cache_tensors, set_cache_tensors, take_cache
+
+#: `generate` arguments the exported graphs do not serve, and what each asks for
+UNSERVED_OPTIONS = {
+    "decoder_input_ids": "a decoder prefix",
+    "decoder_inputs_embeds": "decoder embeddings",
+    "inputs_embeds": "input embeddings",
+    "output_attentions": "attention weights",
+    "output_hidden_states": "hidden states",
+    "assistant_model": "assisted decoding",
+    "prompt_lookup_num_tokens": "prompt-lookup decoding",
+    "cache_implementation": "another cache",
+    "past_key_values": "a cache passed in",
+    "cache": "a cache passed in",
+}
+
+
+class ExportedFallbackWarning(UserWarning):
+    """A `generate` call ran eagerly because it asked for something the exported graphs do not give."""
+
+
+class _ExportedEncoder(nn.Module):
+    """What `generate` gets from ``get_encoder()``: the exported encoder behind the encoder's call."""
+
+    def __init__(self, run: Callable[..., torch.Tensor]) -> None:
+        super().__init__()
+        self._run = run
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> Any:
+        from transformers.modeling_outputs import BaseModelOutput
+
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        hidden = self._run(input_ids.contiguous(), attention_mask.contiguous())
+        return BaseModelOutput(last_hidden_state=hidden)
+
+
+class ExportedDecoding:
+    """The three graphs of an exported model, each a callable taking and giving tensors (an AOTInductor
+    package's runner, or an ``ExportedProgram``'s module), by `export_graphs.GRAPH_NAMES`.
+
+    `generate` runs ``model.generate`` with them; nothing of ``model`` changes outside the call."""
+
+    def __init__(self, graphs: dict[str, Callable[..., Any]], description: str = "exported") -> None:
+        self.graphs = graphs
+        self.description = description
+        self._cross_kv: list[torch.Tensor] = []
+
+    def unserved(self, model: nn.Module, kwargs: dict[str, Any]) -> list[str]:
+        """What of a `generate` call's options the graphs do not give (empty: they serve it)."""
+        asked = [f"{name} ({what})" for name, what in UNSERVED_OPTIONS.items() if kwargs.get(name) not in (None, False)]
+        config = kwargs.get("generation_config") or model.generation_config
+        if kwargs.get("use_cache", config.use_cache) is False:
+            asked.append("use_cache=False (no cache)")
+        for name in ("output_attentions", "output_hidden_states"):
+            if getattr(config, name, False) and name not in kwargs:
+                asked.append(f"{name} in the generation config")
+        return asked
+
+    def generate(self, model: nn.Module, **kwargs: Any) -> Any:
+        """``model.generate(**kwargs)`` with the model's forward run by the graphs; eagerly, saying why,
+        where the call asks for an option they do not give."""
+        unserved = self.unserved(model, kwargs)
+        if unserved:
+            warnings.warn(
+                ExportedFallbackWarning(
+                    f"decoding eagerly, not with the {self.description} graphs: they do not give " + ", ".join(unserved)
+                ),
+                stacklevel=2,
+            )
+            return model.generate(**kwargs)
+        with self._bound(model):
+            return model.generate(**kwargs)
+
+    @contextmanager
+    def _bound(self, model: nn.Module) -> Iterator[None]:
+        """``model``'s encoder and forward served by the graphs for the length of one call (instance
+        attributes, removed after; the forward keeps its signature, which `generate` reads)."""
+        encoder = _ExportedEncoder(self.graphs["encoder"])
+        eager_forward = model.forward
+
+        @functools.wraps(eager_forward)
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            return self._forward(*args, **kwargs)
+
+        model.get_encoder = lambda *args, **kwargs: encoder
+        model.forward = forward
+        self._cross_kv = []
+        try:
+            yield
+        finally:
+            del model.get_encoder, model.forward
+            self._cross_kv = []
+
+    def _forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        encoder_outputs: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        from transformers.modeling_outputs import Seq2SeqLMOutput
+
+        cache = take_cache(kwargs)
+        if encoder_outputs is None or cache is None or decoder_input_ids is None:
+            raise RuntimeError("the exported graphs run inside generate, with its encoder output and cache")
+        hidden = encoder_outputs[0].contiguous()
+        if attention_mask is None:
+            attention_mask = torch.ones(hidden.shape[:2], dtype=torch.long, device=hidden.device)
+        attention_mask = attention_mask.contiguous()
+        self_cache = cache.self_attention_cache
+        if self_cache.get_seq_length() == 0:
+            outputs = self.graphs["first_step"](decoder_input_ids.contiguous(), hidden, attention_mask)
+            layers = (len(outputs) - 1) // 4
+            set_cache_tensors(self_cache, outputs[1 : 1 + 2 * layers])
+            self._cross_kv = [tensor.contiguous() for tensor in outputs[1 + 2 * layers :]]
+        else:
+            token = decoder_input_ids[:, -1:].contiguous()
+            past = [tensor.contiguous() for tensor in cache_tensors(self_cache)]
+            outputs = self.graphs["later_step"](token, hidden, attention_mask, past, self._cross_kv)
+            set_cache_tensors(self_cache, outputs[1:])
+        return Seq2SeqLMOutput(logits=outputs[0], **cache_kwargs(cache))
+
+
+__all__ = ["UNSERVED_OPTIONS", "ExportedDecoding", "ExportedFallbackWarning"]

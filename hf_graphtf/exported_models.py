@@ -1,0 +1,297 @@
+"""Exported models on disk: building the AOTInductor packages beside a saved model, and finding them again.
+
+``hf-graphtf export --model DIR --dtype bf16`` writes ``DIR/exported/bf16/``: one ``.pt2`` package per graph
+of `export_graphs` and a ``manifest.json`` saying what they were built from and for. The packages hold the
+compiled code only; the weights stay in the model's own safetensors and are handed to every graph when it
+loads, so they are stored once (in the model) and shared by the three graphs in memory.
+
+A package is used only where it fits what loads it: the same torch, the same CPU instruction set (the code
+is compiled for the host it was built on), the same weights and configuration (a digest of the model's files),
+and package files whose digests match the manifest. `find_exported` says in one line why one does not fit,
+and the caller decodes eagerly; a translation never comes from a package that does not fit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .translation_formats import TRANSLATION_FORMATS, translation_format
+
+#: the folder inside a model folder that holds its exported packages, one sub-folder per format
+EXPORT_DIR = "exported"
+MANIFEST = "manifest.json"
+#: which decoding translates (``--engine``): ``auto`` the exported package where one fits, else eager;
+#: ``exported`` the package or an error saying why not; ``eager`` the model's own forward
+ENGINES = ("auto", "exported", "eager")
+#: the model's files a package depends on: its configuration and its weights
+_MODEL_FILE_PATTERNS = ("config.json", "*.safetensors")
+
+
+class ExportError(UserError, RuntimeError):
+    """A model that cannot be exported as asked (its type or options, the format, a missing compiler)."""
+
+
+class ExportedPackageProblem(Exception):
+    """An exported package that does not fit the model, torch or CPU loading it; the message says why."""
+
+
+def exportable_formats() -> tuple[str, ...]:
+    """The translation formats a model exports in (`TranslationFormat.exports`)."""
+    return tuple(name for name, fmt in TRANSLATION_FORMATS.items() if fmt.exports)
+
+
+def export_dir(model_dir: str | os.PathLike[str], dtype: str) -> Path:
+    """Where the packages of ``model_dir`` in format ``dtype`` are."""
+    return Path(model_dir) / EXPORT_DIR / dtype
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def model_digest(model_dir: str | os.PathLike[str]) -> str:
+    """One digest of the files a package depends on (`_MODEL_FILE_PATTERNS`), by name and content."""
+    digest = hashlib.sha256()
+    folder = Path(model_dir)
+    files = sorted({path for pattern in _MODEL_FILE_PATTERNS for path in folder.glob(pattern)})
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(_sha256(path).encode())
+    return digest.hexdigest()
+
+
+def cpu_instruction_set() -> str:
+    """The CPU vector instruction set AOTInductor compiles for on this host, as its packages record it
+    (``AVX512 AVX512_VNNI``, ``AVX2``)."""
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    return str(pick_vec_isa()).upper()
+
+
+@dataclass
+class ExportManifest:
+    """What a set of packages was built from and for (``manifest.json``)."""
+
+    dtype: str
+    torch: str
+    transformers: str
+    hf_graphtf: str
+    cpu_instruction_set: str
+    cpu: str
+    model_digest: str
+    packages: dict[str, str] = field(default_factory=dict)  # graph name -> sha256 of its .pt2
+    build_command: str = ""
+    build_seconds: float = 0.0
+    built: str = ""  # UTC, ISO 8601
+
+    @classmethod
+    def read(cls, folder: Path) -> ExportManifest:
+        try:
+            return cls(**json.loads((folder / MANIFEST).read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, TypeError) as error:
+            raise ExportedPackageProblem(f"{folder / MANIFEST} is damaged ({error})") from None
+
+    def write(self, folder: Path) -> None:
+        (folder / MANIFEST).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+
+
+def _check_compiler() -> None:
+    """Building compiles C++: refuse early, naming what is needed, where no compiler is on PATH."""
+    compiler = os.environ.get("CXX") or next((c for c in ("g++", "c++", "clang++") if shutil.which(c)), None)
+    if compiler is None or shutil.which(compiler) is None:
+        raise ExportError(
+            "exporting compiles the model's graphs to C++ and needs a C++ compiler on PATH (g++ or clang++; "
+            "on Debian or Ubuntu: apt install g++), or CXX naming one"
+        )
+
+
+def _model_summary(model: Any) -> str:
+    """The model's type and its options that differ from vanilla, named as the variants name them."""
+    from .configuration import GRAPH_OPTION_DEFAULTS
+    from .variants import normalized, variant_named
+
+    config = model.config
+    options = normalized({name: getattr(config, name) for name in GRAPH_OPTION_DEFAULTS if hasattr(config, name)})
+    if not options:
+        return config.model_type
+    named = variant_named(options)
+    described = ", ".join(f"{name}={value}" for name, value in options.items())
+    return f"{config.model_type} ({named.name + ': ' if named else ''}{described})"
+
+
+def export_model(
+    model_dir: str | os.PathLike[str],
+    dtype: str = "fp32",
+    *,
+    progress: Callable[[str], None] | None = None,
+    command: str | None = None,
+) -> Path:
+    """Build the packages of the model saved in ``model_dir`` in format ``dtype`` (`exportable_formats`) and
+    return their folder (`export_dir`); packages built before are replaced only once the new ones are
+    complete. ``progress`` gets one line per stage (default: standard error)."""
+    from .export_graphs import GRAPH_NAMES
+    from .inference import load_model
+
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    folder = Path(model_dir)
+    if not folder.is_dir():
+        raise ExportError(f"{model_dir}: export needs a saved model folder (the packages are written beside it)")
+    fmt = translation_format(dtype)
+    if not fmt.exports:
+        raise ExportError(f"format {fmt.name} does not export; exported formats: {', '.join(exportable_formats())}")
+    _check_compiler()
+    started = time.perf_counter()
+    _, model = load_model(str(folder), "cpu", fmt.name, engine="eager")
+    summary = _model_summary(model)
+    say(f"exporting {summary} in {fmt.name}: tracing {len(GRAPH_NAMES)} graphs")
+    with warnings.catch_warnings():
+        # torch's own pytree deprecation, raised inside its exporter (torch 2.13), not about the model
+        warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
+        return _build(folder, fmt.name, model, summary, say, command, started)
+
+
+def _build(
+    folder: Path, dtype: str, model: Any, summary: str, say: Callable[[str], None], command: str | None, started: float
+) -> Path:
+    """`export_model` after its checks: trace, compile each graph, write the manifest, put the folder in place."""
+    import torch
+    import transformers
+
+    from . import __version__
+    from .export_graphs import GRAPH_NAMES, export_graphs
+    from .machine import cpu_model
+
+    try:
+        programs = export_graphs(model)
+    except Exception as error:  # torch.export's failures are many and deep; the first line names the cause
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ExportError(f"{summary} cannot be exported: {type(error).__name__}: {first_line}") from error
+    building = folder / EXPORT_DIR / f".building-{dtype}"
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    packages = {}
+    for index, name in enumerate(GRAPH_NAMES, 1):
+        say(f"compiling the {name.replace('_', ' ')} graph ({index}/{len(GRAPH_NAMES)}) with AOTInductor")
+        path = building / f"{name}.pt2"
+        torch._inductor.aoti_compile_and_package(
+            programs[name],
+            package_path=str(path),
+            inductor_configs={"aot_inductor.package_constants_in_so": False},
+        )
+        packages[name] = _sha256(path)
+    manifest = ExportManifest(
+        dtype=dtype,
+        torch=torch.__version__,
+        transformers=transformers.__version__,
+        hf_graphtf=__version__,
+        cpu_instruction_set=cpu_instruction_set(),
+        cpu=cpu_model(),
+        model_digest=model_digest(folder),
+        packages=packages,
+        build_command=command or f"hf_graphtf.exported_models.export_model({str(folder)!r}, {dtype!r})",
+        build_seconds=round(time.perf_counter() - started, 1),
+        built=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+    manifest.write(building)
+    target = export_dir(folder, dtype)
+    shutil.rmtree(target, ignore_errors=True)
+    building.rename(target)
+    say(f"exported to {target} in {manifest.build_seconds:.0f} s")
+    return target
+
+
+def load_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> Any:
+    """The `ExportedDecoding` of ``model`` (loaded from ``model_dir`` in format ``dtype``) from its packages;
+    `ExportedPackageProblem` says why they do not fit, FileNotFoundError where there are none."""
+    import torch
+
+    from .export_graphs import GRAPH_NAMES, EncoderGraph, graph_constants
+    from .exported_decoding import ExportedDecoding
+
+    folder = export_dir(model_dir, dtype)
+    manifest = ExportManifest.read(folder)
+    problems = []
+    if manifest.dtype != dtype:
+        problems.append(f"it holds {manifest.dtype}, not {dtype}")
+    if manifest.torch != torch.__version__:
+        problems.append(f"it was built for torch {manifest.torch}, this is {torch.__version__}")
+    if manifest.cpu_instruction_set != cpu_instruction_set():
+        problems.append(
+            f"it was built for a CPU with {manifest.cpu_instruction_set}, this one has {cpu_instruction_set()}"
+        )
+    if str(model.device) != "cpu":
+        problems.append(f"its graphs run on the CPU, the model is on {model.device}")
+    if not problems and manifest.model_digest != model_digest(model_dir):
+        problems.append("the model's weights or configuration changed since it was built")
+    for name in GRAPH_NAMES:
+        path = folder / f"{name}.pt2"
+        if problems:
+            break
+        if not path.is_file():
+            problems.append(f"{path.name} is missing")
+        elif _sha256(path) != manifest.packages.get(name):
+            problems.append(f"{path.name} is damaged (its digest differs from the manifest's)")
+    if problems:
+        raise ExportedPackageProblem("; ".join(problems))
+    constants = graph_constants(EncoderGraph(model))
+    graphs = {}
+    for name in GRAPH_NAMES:
+        try:
+            runner = torch._inductor.aoti_load_package(str(folder / f"{name}.pt2"))
+            wanted = runner.get_constant_fqns()
+            runner.load_constants({fqn: constants[fqn] for fqn in wanted}, check_full_update=True, user_managed=True)
+        except Exception as error:  # a package torch cannot open is damaged, whatever the digest says
+            raise ExportedPackageProblem(f"{name}.pt2 does not load ({type(error).__name__}: {error})") from None
+        graphs[name] = runner
+    return ExportedDecoding(graphs, description=f"exported {dtype}")
+
+
+def find_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> tuple[Any | None, str]:
+    """The `ExportedDecoding` for ``model`` where a fitting package exists, and the clause saying so (for the
+    one line the CLI prints); else None and why not."""
+    folder = export_dir(model_dir, dtype)
+    if not (folder / MANIFEST).is_file():
+        return None, f"no exported {dtype} package in {folder.parent}"
+    started = time.perf_counter()
+    try:
+        decoding = load_exported(model, model_dir, dtype)
+    except ExportedPackageProblem as problem:
+        return None, f"the exported {dtype} package in {folder} does not fit: {problem}"
+    manifest = ExportManifest.read(folder)
+    seconds = time.perf_counter() - started
+    return decoding, f"decoding with the exported {dtype} package (built {manifest.built}, loaded in {seconds:.1f} s)"
+
+
+__all__ = [
+    "ENGINES",
+    "EXPORT_DIR",
+    "MANIFEST",
+    "ExportError",
+    "ExportManifest",
+    "ExportedPackageProblem",
+    "cpu_instruction_set",
+    "export_dir",
+    "export_model",
+    "exportable_formats",
+    "find_exported",
+    "load_exported",
+    "model_digest",
+]

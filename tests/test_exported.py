@@ -1,0 +1,244 @@
+"""Exported decoding (`hf-graphtf export`): the same translations as `generate`, and packages used only where
+they fit.
+
+Two levels. The graphs of `export_graphs`, run as torch.export programs, decode every family and option
+(the default run: one involved case a family; ``-m slow``: the whole matrix) exactly as eager `generate`
+does in float32, greedy and beam search, with sentences that end early.
+Then one real build (AOTInductor, about a minute) of a tiny linked model: what `load_model`, `translate_texts`
+and the command line do with it, and with packages that do not fit (another torch, another CPU, changed
+weights, a damaged file), which must decode eagerly and say why, never translate wrongly.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+import zipfile
+
+import pytest
+import torch
+
+from hf_graphtf import cli
+from hf_graphtf.export_graphs import GRAPH_NAMES, export_graphs
+from hf_graphtf.exported_decoding import ExportedDecoding, ExportedFallbackWarning
+from hf_graphtf.exported_models import (
+    MANIFEST,
+    ExportError,
+    ExportManifest,
+    export_dir,
+    export_model,
+    exportable_formats,
+)
+from hf_graphtf.inference import load_model, translate_texts
+from hf_graphtf.self_check import matrix
+
+#: the default run's cases, one a family: the link in both stacks, the gated decoder link, and the graph
+#: encoder beside the decoder link (each export traces three graphs: seconds a case)
+FAST_CASES = (("marian", "al-both-cum"), ("bart", "graph-gate+al-dec-cum"), ("m2m_100", "al-dec-cum-gate"))
+#: the searches `translate` and `evaluate` run, with the generation options they pass or a config carries
+SEARCHES = {
+    "greedy": {"num_beams": 1},
+    "beam": {"num_beams": 3, "length_penalty": 0.6, "min_new_tokens": 2},
+}
+
+
+def _cases(fast: bool) -> list[tuple[str, str]]:
+    return [
+        (family, name)
+        for family in matrix.FAMILIES
+        for name in matrix.options_for(family)
+        if ((family, name) in FAST_CASES) == fast
+    ]
+
+
+def _ending_model(family: str, name: str):
+    """A tiny float32 model whose end-of-sentence token wins after a few steps in some rows, not in others
+    (its output row scaled up), so that finished hypotheses and padding after them are decoded too."""
+    model = matrix.tiny_model(family, matrix.OPTION_MATRIX[name], dtype=torch.float32)
+    with torch.no_grad():
+        model.get_output_embeddings().weight[matrix.EOS] *= 2.5
+    return model
+
+
+def _sources() -> tuple[torch.Tensor, torch.Tensor]:
+    """Four sources of different lengths, right-padded."""
+    rows = [[5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15], [16, 17, 18, 19, 20], [21, 22]]
+    length = max(map(len, rows)) + 1
+    ids = torch.full((len(rows), length), matrix.PAD)
+    for index, row in enumerate(rows):
+        ids[index, : len(row) + 1] = torch.tensor([*row, matrix.EOS])
+    return ids, (ids != matrix.PAD).long()
+
+
+def _check_programs_decode_as_generate(family: str, name: str) -> None:
+    model = _ending_model(family, name)
+    programs = export_graphs(model)
+    decoding = ExportedDecoding({graph: programs[graph].module() for graph in GRAPH_NAMES})
+    input_ids, attention_mask = _sources()
+    ended_early = False
+    for search, options in SEARCHES.items():
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, **options)
+        with torch.inference_mode():
+            eager = model.generate(**kwargs)
+            exported = decoding.generate(model, **kwargs)
+        assert torch.equal(exported, eager), f"{family} {name} {search}:\n{exported}\n{eager}"
+        ended_early |= bool((eager[:, 1:-1] == matrix.EOS).any())
+    assert ended_early, "no sentence ended early: the check would not see finished hypotheses"
+
+
+@pytest.mark.parametrize("family,name", _cases(fast=True))
+def test_exported_graphs_decode_as_generate(family, name):
+    _check_programs_decode_as_generate(family, name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family,name", _cases(fast=False))
+def test_exported_graphs_decode_as_generate_whole_matrix(family, name):
+    _check_programs_decode_as_generate(family, name)
+
+
+def test_options_the_graphs_do_not_give_decode_eagerly_and_say_so():
+    model = _ending_model("marian", "al-both-cum")
+    programs = export_graphs(model)
+    decoding = ExportedDecoding({graph: programs[graph].module() for graph in GRAPH_NAMES})
+    input_ids, attention_mask = _sources()
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6)
+    with pytest.warns(ExportedFallbackWarning, match="output_attentions"):
+        out = decoding.generate(model, **kwargs, output_attentions=True, return_dict_in_generate=True)
+    assert out.decoder_attentions is not None  # what was asked for, eagerly
+    with pytest.warns(ExportedFallbackWarning, match="use_cache=False"):
+        decoding.generate(model, **kwargs, use_cache=False)
+    assert "forward" not in vars(model) and "get_encoder" not in vars(model)  # nothing left bound after a call
+
+
+# --------------------------------------------------------------------------- one real build
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, tiny_tokenizer):
+    """A tiny linked model (cumulative link in encoder and decoder) saved with a tokenizer and built in fp32."""
+    folder = tmp_path_factory.mktemp("exported") / "model"
+    model = _ending_model("marian", "al-both-cum")
+    model.save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    lines: list[str] = []
+    export_model(folder, "fp32", progress=lines.append, command="hf-graphtf export --model DIR")
+    return folder, lines
+
+
+TEXTS = ["w5 w6 w7 w8 w9", "", "w13 w14", "w16 w17 w18 w19 w20 w21 w22 w23", "w21"]
+
+
+def _translations(folder, engine: str, **options) -> tuple[list[str], object]:
+    tokenizer, model = load_model(str(folder), "cpu", "fp32", engine=engine)
+    options = {"num_beams": 3, "max_new_tokens": 10, **options}
+    return translate_texts(tokenizer, model, TEXTS, progress=False, batch_size=2, **options), model
+
+
+def test_an_exported_model_translates_as_the_eager_one_and_says_so(exported):
+    folder, lines = exported
+    summary = "graph_marian (al_both_cumulative: attention_link=both, attention_link_mode=cumulative)"
+    assert lines[0] == f"exporting {summary} in fp32: tracing 3 graphs"
+    assert any("(3/3)" in line for line in lines) and lines[-1].startswith("exported to")
+    manifest = ExportManifest.read(export_dir(folder, "fp32"))
+    assert manifest.torch == torch.__version__ and manifest.dtype == "fp32" and manifest.build_seconds > 0
+    assert manifest.build_command == "hf-graphtf export --model DIR" and set(manifest.packages) == set(GRAPH_NAMES)
+    for search in ({"num_beams": 3}, {"num_beams": 1}):
+        eager, eager_model = _translations(folder, "eager", **search)
+        auto, auto_model = _translations(folder, "auto", **search)
+        assert auto == eager and eager[1] == ""
+        assert auto_model.exported_decoding is not None and eager_model.exported_decoding is None
+    assert "decoding with the exported fp32 package" in auto_model.translation_mode.reason
+    assert "exported" not in eager_model.translation_mode.reason
+
+
+def test_the_packages_hold_no_weights(exported):
+    """The weights are the model's own, handed to each graph when it loads: stored once, not in every package."""
+    folder, _ = exported
+    for graph in GRAPH_NAMES:
+        with zipfile.ZipFile(export_dir(folder, "fp32") / f"{graph}.pt2") as package:
+            names = package.namelist()
+        assert not [name for name in names if "constant" in name or "weights" in name], names
+
+
+def _copy(folder, tmp_path):
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    return copy
+
+
+def _edit_config(folder, **changes):
+    path = folder / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}), encoding="utf-8")
+
+
+def _edit_manifest(folder, **changes):
+    path = export_dir(folder, "fp32") / MANIFEST
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "spoil,said",
+    [
+        (lambda folder: _edit_manifest(folder, torch="2.0.0"), "built for torch 2.0.0"),
+        (lambda folder: _edit_manifest(folder, cpu_instruction_set="AVX2"), "built for a CPU with AVX2"),
+        (lambda folder: (export_dir(folder, "fp32") / "later_step.pt2").write_bytes(b"cut short"), "is damaged"),
+        (lambda folder: (export_dir(folder, "fp32") / "encoder.pt2").unlink(), "encoder.pt2 is missing"),
+        (lambda folder: (export_dir(folder, "fp32") / MANIFEST).write_text("{", encoding="utf-8"), "is damaged"),
+        (lambda folder: _edit_config(folder, attention_link_mode="previous"), "weights or configuration changed"),
+    ],
+    ids=["torch", "cpu", "damaged", "missing", "manifest", "configuration"],
+)
+def test_a_package_that_does_not_fit_decodes_eagerly_and_says_why(exported, tmp_path, spoil, said):
+    folder = _copy(exported[0], tmp_path)
+    spoil(folder)
+    translations, model = _translations(folder, "auto")
+    assert model.exported_decoding is None
+    assert f"eager decoding, as the exported fp32 package in {export_dir(folder, 'fp32')} does not fit" in (
+        model.translation_mode.reason
+    )
+    assert said in model.translation_mode.reason
+    assert translations == _translations(folder, "eager")[0]
+    with pytest.raises(ExportError, match="engine 'exported' asked for"):
+        load_model(str(folder), "cpu", "fp32", engine="exported")
+
+
+def test_the_command_line_exports_and_translates_with_the_package(exported, tmp_path, capsys):
+    folder, _ = exported
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    argv = ["translate", "--model", str(folder), "--input", str(tmp_path / "in.txt"), "--quiet"]
+    argv += ["--beam-size", "3", "--max-new-tokens", "10"]
+    fp32 = [*argv, "--dtype", "fp32"]
+    assert cli.main([*fp32, "--engine", "exported", "--output", str(tmp_path / "exported.txt")]) == 0
+    assert "decoding with the exported fp32 package" in capsys.readouterr().err
+    assert cli.main([*fp32, "--engine", "eager", "--output", str(tmp_path / "eager.txt")]) == 0
+    assert (tmp_path / "exported.txt").read_text() == (tmp_path / "eager.txt").read_text()
+    # bf16 has no package here: auto decodes eagerly and says that the packages there are not for it
+    assert cli.main([*argv, "--dtype", "bf16", "--output", str(tmp_path / "bf16.txt")]) == 0
+    assert "eager decoding, as no exported bf16 package" in capsys.readouterr().err
+    assert cli.main([*argv, "--dtype", "bf16", "--engine", "exported"]) == 2
+    assert "engine 'exported' asked for, but no exported bf16 package" in capsys.readouterr().err
+
+
+def test_export_refuses_what_it_cannot_build_before_building(tmp_path, monkeypatch, capsys, exported):
+    assert "int8" not in exportable_formats()
+    with pytest.raises(SystemExit):
+        cli.main(["export", "--model", str(exported[0]), "--dtype", "int8"])
+    assert "dtype must be one of fp32, bf16" in capsys.readouterr().err
+    with pytest.raises(ExportError, match="saved model folder"):
+        export_model(tmp_path / "missing", "fp32")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no compiler anywhere
+    monkeypatch.delenv("CXX", raising=False)
+    with pytest.raises(ExportError, match="needs a C\\+\\+ compiler"):
+        export_model(exported[0], "fp32")
+
+
+def test_no_package_means_no_line_and_eager_decoding(tmp_path, tiny_tokenizer):
+    folder = tmp_path / "model"
+    matrix.tiny_model("marian", {}, dtype=torch.float32).save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExportedFallbackWarning)
+        _, model = load_model(str(folder), "cpu", "fp32")
+    assert model.exported_decoding is None and model.translation_mode.reason == "translating in fp32"
