@@ -53,7 +53,7 @@ def _load(args: argparse.Namespace, mode: TranslationMode | None = None) -> tupl
     loaded = load_model(
         args.model, args.device, mode or args.dtype, args.attn_implementation, compile=compile_choice, engine=engine
     )
-    if mode is not None or loaded[1].exported_decoding is not None:
+    if mode is not None or loaded[1].translation_mode.engine_note:  # evaluate says only what its package did
         print(f"hf-graphtf: {loaded[1].translation_mode.reason}", file=sys.stderr, flush=True)
     return loaded
 

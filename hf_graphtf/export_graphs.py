@@ -138,15 +138,19 @@ def graph_inputs(model: nn.Module) -> dict[str, tuple[nn.Module, tuple[Any, ...]
     }
 
 
-def export_graphs(model: nn.Module) -> dict[str, Any]:
+def export_graphs(model: nn.Module, quantize: Any = None) -> dict[str, Any]:
     """``model``'s three graphs as `torch.export.ExportedProgram`s, by `GRAPH_NAMES`.
 
     Traced non-strictly (Python runs as it does eagerly, so the caches and the model's own forward trace as
-    they are); the programs run as they are (``.module()``) or go to AOTInductor."""
+    they are); the programs run as they are (``.module()``) or go to AOTInductor. ``quantize(module, args)``
+    (a format's `quantize_graph`) rewrites each traced graph, which is then traced again."""
     programs = {}
     with torch.no_grad():
         for name, (module, args, shapes) in graph_inputs(model).items():
             programs[name] = torch.export.export(module, args, dynamic_shapes=shapes, strict=False)
+            if quantize is not None:
+                quantized = quantize(programs[name].module(), args)
+                programs[name] = torch.export.export(quantized, args, dynamic_shapes=shapes, strict=False)
     return programs
 
 

@@ -8,6 +8,8 @@ without changing a result:
 
 - the cross-attention's keys and values stay out of `generate`'s cache, so its beam search never reorders
   them: the beams of one sentence share them, row for row the same;
+- the first decoder step runs once per sentence, not once per beam: `generate` hands it every sentence
+  repeated ``num_beams`` times, and the step's outputs are repeated instead (where the rows are the same);
 - every tensor handed to a graph is made contiguous first, because a compiled graph assumes the strides it
   was built with and does not check them.
 
@@ -73,6 +75,7 @@ class ExportedDecoding:
         self.graphs = graphs
         self.description = description
         self._cross_kv: list[torch.Tensor] = []
+        self._beams = 1
 
     def unserved(self, model: nn.Module, kwargs: dict[str, Any]) -> list[str]:
         """What of a `generate` call's options the graphs do not give (empty: they serve it)."""
@@ -97,6 +100,8 @@ class ExportedDecoding:
                 stacklevel=2,
             )
             return model.generate(**kwargs)
+        config = kwargs.get("generation_config") or model.generation_config
+        self._beams = int(kwargs.get("num_beams") or config.num_beams or 1)
         with self._bound(model):
             return model.generate(**kwargs)
 
@@ -139,7 +144,7 @@ class ExportedDecoding:
         attention_mask = attention_mask.contiguous()
         self_cache = cache.self_attention_cache
         if self_cache.get_seq_length() == 0:
-            outputs = self.graphs["first_step"](decoder_input_ids.contiguous(), hidden, attention_mask)
+            outputs = self._first_step(decoder_input_ids.contiguous(), hidden, attention_mask)
             layers = (len(outputs) - 1) // 4
             set_cache_tensors(self_cache, outputs[1 : 1 + 2 * layers])
             self._cross_kv = [tensor.contiguous() for tensor in outputs[1 + 2 * layers :]]
@@ -149,6 +154,21 @@ class ExportedDecoding:
             outputs = self.graphs["later_step"](token, hidden, attention_mask, past, self._cross_kv)
             set_cache_tensors(self_cache, outputs[1:])
         return Seq2SeqLMOutput(logits=outputs[0], **cache_kwargs(cache))
+
+    def _first_step(self, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
+        """The first step on one row per sentence, its outputs repeated for the beams, where the rows of each
+        sentence are the same (as `generate` expands them); on every row otherwise."""
+        beams = self._beams
+        if beams > 1 and tokens.shape[0] % beams == 0:
+            one = [tensor[::beams].contiguous() for tensor in (tokens, hidden, mask)]
+            same = all(
+                torch.equal(part.repeat_interleave(beams, dim=0), whole)
+                for part, whole in zip(one, (tokens, hidden, mask))
+            )
+            if same:
+                outputs = self.graphs["first_step"](*one)
+                return [tensor.repeat_interleave(beams, dim=0) for tensor in outputs]
+        return list(self.graphs["first_step"](tokens, hidden, mask))
 
 
 __all__ = ["UNSERVED_OPTIONS", "ExportedDecoding", "ExportedFallbackWarning"]

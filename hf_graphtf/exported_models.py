@@ -1,9 +1,11 @@
 """Exported models on disk: building the AOTInductor packages beside a saved model, and finding them again.
 
 ``hf-graphtf export --model DIR --dtype bf16`` writes ``DIR/exported/bf16/``: one ``.pt2`` package per graph
-of `export_graphs` and a ``manifest.json`` saying what they were built from and for. The packages hold the
-compiled code only; the weights stay in the model's own safetensors and are handed to every graph when it
-loads, so they are stored once (in the model) and shared by the three graphs in memory.
+of `export_graphs` and a ``manifest.json`` saying what they were built from and for. In a float format the
+packages hold the compiled code only; the weights stay in the model's own safetensors and are handed to every
+graph when it loads, so they are stored once (in the model) and shared by the three graphs in memory. In
+int8 the quantized weights are part of each graph (prepacked for its GEMMs), so the two decoder graphs each
+carry the decoder's.
 
 A package is used only where it fits what loads it: the same torch, the same CPU instruction set (the code
 is compiled for the host it was built on), the same weights and configuration (a digest of the model's files),
@@ -14,6 +16,7 @@ and the caller decodes eagerly; a translation never comes from a package that do
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -96,6 +99,8 @@ class ExportManifest:
     cpu: str
     model_digest: str
     packages: dict[str, str] = field(default_factory=dict)  # graph name -> sha256 of its .pt2
+    #: where the graphs' weights are: "model" (handed over from the loaded model) or "package" (int8)
+    weights: str = "model"
     build_command: str = ""
     build_seconds: float = 0.0
     built: str = ""  # UTC, ISO 8601
@@ -111,6 +116,28 @@ class ExportManifest:
 
     def write(self, folder: Path) -> None:
         (folder / MANIFEST).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+
+
+def torch_export_problem() -> str | None:
+    """What the installed torch lacks for exported packages, or None. Probed, not read from a version: a
+    package that takes the loaded model's weights needs AOTInductor's ``package_constants_in_so`` switch and
+    ``load_constants(..., user_managed=True)`` (present in torch 2.13, absent in 2.6)."""
+    import inspect
+
+    import torch
+    from torch._inductor import config
+
+    try:
+        from torch._inductor.package.package import AOTICompiledModel
+    except ImportError:
+        return f"torch {torch.__version__} has no AOTInductor packages"
+    takes_weights = "user_managed" in inspect.signature(AOTICompiledModel.load_constants).parameters
+    if not (takes_weights and hasattr(config.aot_inductor, "package_constants_in_so")):
+        return (
+            f"exported packages need a newer torch than {torch.__version__} (AOTInductor packages that take the "
+            "model's weights when they load)"
+        )
+    return None
 
 
 def _check_compiler() -> None:
@@ -157,21 +184,28 @@ def export_model(
     fmt = translation_format(dtype)
     if not fmt.exports:
         raise ExportError(f"format {fmt.name} does not export; exported formats: {', '.join(exportable_formats())}")
+    problem = torch_export_problem()
+    if problem:
+        raise ExportError(problem)
     _check_compiler()
+    if fmt.quantize_graph is not None and importlib.util.find_spec("torchao") is None:
+        raise ExportError(f"exporting in {fmt.name} quantizes with torchao: pip install 'hf-graphtf[export]'")
     started = time.perf_counter()
-    _, model = load_model(str(folder), "cpu", fmt.name, engine="eager")
+    # a quantizing format traces the float32 model and quantizes the graphs (not the eager int8 layers)
+    _, model = load_model(str(folder), "cpu", "fp32" if fmt.quantize_graph else fmt.name, engine="eager")
     summary = _model_summary(model)
     say(f"exporting {summary} in {fmt.name}: tracing {len(GRAPH_NAMES)} graphs")
     with warnings.catch_warnings():
         # torch's own pytree deprecation, raised inside its exporter (torch 2.13), not about the model
         warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
-        return _build(folder, fmt.name, model, summary, say, command, started)
+        return _build(folder, fmt, model, summary, say, command, started)
 
 
 def _build(
-    folder: Path, dtype: str, model: Any, summary: str, say: Callable[[str], None], command: str | None, started: float
+    folder: Path, fmt: Any, model: Any, summary: str, say: Callable[[str], None], command: str | None, started: float
 ) -> Path:
     """`export_model` after its checks: trace, compile each graph, write the manifest, put the folder in place."""
+    dtype = fmt.name
     import torch
     import transformers
 
@@ -180,7 +214,7 @@ def _build(
     from .machine import cpu_model
 
     try:
-        programs = export_graphs(model)
+        programs = export_graphs(model, quantize=fmt.quantize_graph)
     except Exception as error:  # torch.export's failures are many and deep; the first line names the cause
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ExportError(f"{summary} cannot be exported: {type(error).__name__}: {first_line}") from error
@@ -191,11 +225,14 @@ def _build(
     for index, name in enumerate(GRAPH_NAMES, 1):
         say(f"compiling the {name.replace('_', ' ')} graph ({index}/{len(GRAPH_NAMES)}) with AOTInductor")
         path = building / f"{name}.pt2"
-        torch._inductor.aoti_compile_and_package(
-            programs[name],
-            package_path=str(path),
-            inductor_configs={"aot_inductor.package_constants_in_so": False},
-        )
+        if fmt.quantize_graph is None:  # the model's weights, handed over at load
+            torch._inductor.aoti_compile_and_package(
+                programs[name], package_path=str(path), inductor_configs={"aot_inductor.package_constants_in_so": False}
+            )
+        else:  # quantized weights, frozen into the graph so that the int8 GEMMs get them prepacked (the
+            # global switch: inductor_configs={"freezing": True} fails in oneDNN's qlinear prepack)
+            with torch._inductor.config.patch(freezing=True):
+                torch._inductor.aoti_compile_and_package(programs[name], package_path=str(path))
         packages[name] = _sha256(path)
     manifest = ExportManifest(
         dtype=dtype,
@@ -206,6 +243,7 @@ def _build(
         cpu=cpu_model(),
         model_digest=model_digest(folder),
         packages=packages,
+        weights="package" if fmt.quantize_graph else "model",
         build_command=command or f"hf_graphtf.exported_models.export_model({str(folder)!r}, {dtype!r})",
         build_seconds=round(time.perf_counter() - started, 1),
         built=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -228,7 +266,7 @@ def load_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> 
 
     folder = export_dir(model_dir, dtype)
     manifest = ExportManifest.read(folder)
-    problems = []
+    problems = [problem] if (problem := torch_export_problem()) else []
     if manifest.dtype != dtype:
         problems.append(f"it holds {manifest.dtype}, not {dtype}")
     if manifest.torch != torch.__version__:
@@ -256,8 +294,11 @@ def load_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> 
     for name in GRAPH_NAMES:
         try:
             runner = torch._inductor.aoti_load_package(str(folder / f"{name}.pt2"))
-            wanted = runner.get_constant_fqns()
-            runner.load_constants({fqn: constants[fqn] for fqn in wanted}, check_full_update=True, user_managed=True)
+            if manifest.weights == "model":
+                wanted = runner.get_constant_fqns()
+                runner.load_constants(
+                    {fqn: constants[fqn] for fqn in wanted}, check_full_update=True, user_managed=True
+                )
         except Exception as error:  # a package torch cannot open is damaged, whatever the digest says
             raise ExportedPackageProblem(f"{name}.pt2 does not load ({type(error).__name__}: {error})") from None
         graphs[name] = runner
@@ -294,4 +335,5 @@ __all__ = [
     "find_exported",
     "load_exported",
     "model_digest",
+    "torch_export_problem",
 ]

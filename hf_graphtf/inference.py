@@ -212,9 +212,10 @@ def load_model(
             if engine == "exported":
                 raise ExportError(f"engine 'exported' asked for, but {clause}")
             if _has_packages(name):  # packages there but none used: said, never silent
-                mode = replace(mode, reason=f"{mode.reason}; eager decoding, as {clause}")
+                note = f"eager decoding, as {clause}"
+                mode = replace(mode, reason=f"{mode.reason}; {note}", engine_note=note)
         else:
-            mode = replace(mode, reason=f"{mode.reason}; {clause}")
+            mode = replace(mode, reason=f"{mode.reason}; {clause}", engine_note=clause)
     elif engine == "exported":
         raise ExportError(f"engine 'exported' asked for, but format {mode.dtype} does not export")
     model.translation_mode = mode

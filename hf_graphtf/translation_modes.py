@@ -67,13 +67,16 @@ def canonical_dtype(name: str, allowed: tuple[str, ...] | LiveNames = TRANSLATIO
 class TranslationMode:
     """What a model translates in and why: ``dtype`` is a registered format's name (never ``auto``);
     ``reason`` is the one line the CLI prints; ``emulated`` marks a format the device only emulates;
-    ``compiled`` marks compiled static-cache decoding (`compile_decoding`)."""
+    ``compiled`` marks compiled static-cache decoding (`compile_decoding`); ``engine_note`` is what the line
+    says of an exported package (used, or there but not fitting: `exported_models.find_exported`), empty where
+    the model folder has none."""
 
     dtype: str
     requested: str
     reason: str
     emulated: bool = False
     compiled: bool = False
+    engine_note: str = ""
 
     @property
     def format(self) -> TranslationFormat:

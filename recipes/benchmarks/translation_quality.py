@@ -4,29 +4,34 @@
     python recipes/benchmarks/translation_quality.py --model outputs/al_both --modes fp32,int8
     python recipes/benchmarks/translation_quality.py --model M --corpus C --max-sentences 50   # a quick look
     python recipes/benchmarks/translation_quality.py --modes bf16 --compiled bf16                # compiled too
+    python recipes/benchmarks/translation_quality.py --exported bf16,int8          # hf-graphtf export's packages
 
 Each format translates the whole split through the package's own `load_model` and `translate_texts` (the
 calls under ``hf-graphtf translate``), with the model's beam (``--beam-size`` to change it); scores are
 sacreBLEU's BLEU and chrF against the split's target side, and the table gives each format's difference
 from fp32, and whether it stays within `QUALITY_TOLERANCE` BLEU of it: the bar a format must clear for the
 results page to call it free of cost (``auto`` takes bf16 by what the device computes; this table says what
-that costs).
+that costs). ``--exported`` builds the model's packages (``hf-graphtf export``) in a copy of its folder, the
+original left as it was, and translates with them (``--engine exported``); the other rows decode eagerly.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import sacrebleu
 import torch
 from benchmark_page import header, run_start, table
-from common import compiled_formats, translation_formats
+from common import compiled_formats, exported_formats, translation_formats
 
 from hf_graphtf.data import load_parallel_corpus
+from hf_graphtf.exported_models import export_model
 from hf_graphtf.inference import load_model, translate_texts
 from hf_graphtf.translation_modes import TRANSLATION_DTYPES
 
@@ -57,6 +62,13 @@ def main(argv: list[str] | None = None) -> None:
         help="also these formats with compiled decoding (translate --compile on), e.g. bf16: what the compiler's "
         "own rounding costs",
     )
+    parser.add_argument(
+        "--exported",
+        type=exported_formats,
+        default=[],
+        metavar="MODES",
+        help="also these formats exported (hf-graphtf export, in a copy of the model's folder), e.g. bf16,int8",
+    )
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     modes = list(args.modes)
@@ -71,10 +83,23 @@ def main(argv: list[str] | None = None) -> None:
     pairs = split["translation"][: args.max_sentences]
     sources = [pair[args.src_lang] for pair in pairs]
     references = [pair[args.tgt_lang] for pair in pairs]
-    scores = {}
+    scores, build_seconds = {}, {}
+    exported_copy = None
+    if args.exported:  # the packages go into a copy: the model's own folder is left as it was
+        exported_copy = Path(tempfile.mkdtemp(prefix="translation-quality-")) / "model"
+        shutil.copytree(args.model, exported_copy, ignore=shutil.ignore_patterns("checkpoint-*", "exported"))
+        for mode in args.exported:
+            began = time.perf_counter()
+            export_model(exported_copy, mode)
+            build_seconds[mode] = time.perf_counter() - began
     runs = [(mode, "off") for mode in modes] + [(mode, "on") for mode in compiled]
+    runs += [(mode, "exported") for mode in args.exported]
     for mode, compile in runs:
-        tokenizer, model = load_model(args.model, "cpu", mode, compile=compile)
+        if compile == "exported":
+            tokenizer, model = load_model(str(exported_copy), "cpu", mode, engine="exported")
+            mode = f"{mode}, exported"
+        else:
+            tokenizer, model = load_model(args.model, "cpu", mode, compile=compile, engine="eager")
         if compile == "on":
             mode = f"{mode}, compiled"
         began = time.perf_counter()
@@ -118,12 +143,18 @@ def main(argv: list[str] | None = None) -> None:
         f"{torch.get_num_threads()} (a rough guide; translation_speed.py is the controlled comparison)"
         + ("; a compiled format's time includes its compiling" if compiled else ""),
     }
+    if build_seconds:
+        settings["exported"] = "hf-graphtf export in a copy of the model's folder, built in " + ", ".join(
+            f"{seconds:.0f} s ({mode})" for mode, seconds in build_seconds.items()
+        )
     print(header("Translation quality by format", settings, "cpu", start))
     print()
     columns = ["format", "BLEU", "Δ BLEU", "chrF", "Δ chrF", "speed vs fp32", f"within {QUALITY_TOLERANCE} BLEU"]
     print(table(columns, rows))
     if args.json:
         Path(args.json).write_text(json.dumps(scores, indent=1) + "\n", encoding="utf-8")
+    if exported_copy is not None:
+        shutil.rmtree(exported_copy.parent, ignore_errors=True)
 
 
 if __name__ == "__main__":
