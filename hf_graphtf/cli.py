@@ -457,7 +457,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Build the model's packages for ``--dtype`` (`exported_models.export_model`)."""
     from .exported_models import export_model
 
-    export_model(args.model, args.dtype, command="hf-graphtf " + " ".join(sys.argv[1:]))
+    export_model(args.model, args.dtype, command=f"hf-graphtf export --model {args.model} --dtype {args.dtype}")
     return 0
 
 

@@ -268,3 +268,13 @@ def test_an_int8_export_keeps_its_weights_in_the_package_and_translates(exported
     assert "decoding with the exported int8 package" in model.translation_mode.reason
     translations = translate_texts(tokenizer, model, TEXTS, progress=False, num_beams=3, max_new_tokens=10)
     assert [bool(text) for text in translations] == [bool(text) for text in TEXTS]
+
+
+def test_the_export_command_builds_the_format_asked_and_records_the_command(monkeypatch, tmp_path):
+    from hf_graphtf import exported_models, model_files
+
+    calls = []
+    monkeypatch.setattr(exported_models, "export_model", lambda *args, **kwargs: calls.append((args, kwargs)))
+    monkeypatch.setattr(model_files, "check_model_source", lambda name: None)  # no model: the call is what is tested
+    assert cli.main(["export", "--model", str(tmp_path), "--dtype", "bfloat16"]) == 0
+    assert calls == [((str(tmp_path), "bf16"), {"command": f"hf-graphtf export --model {tmp_path} --dtype bf16"})]
