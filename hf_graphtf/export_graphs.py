@@ -24,6 +24,18 @@ from .transformers_seam import cache_kwargs, cache_tensors, filled_decoder_cache
 GRAPH_NAMES = ("encoder", "first_step", "later_step")
 
 
+def _decoder_step(model: nn.Module, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, cache: Any) -> Any:
+    """One decoder step of ``model`` over ``cache`` (the call both decoder graphs make): its logits and cache."""
+    out = model(
+        encoder_outputs=(hidden,),
+        attention_mask=mask,
+        decoder_input_ids=tokens,
+        use_cache=True,
+        **cache_kwargs(cache),
+    )
+    return out.logits, output_cache(out)
+
+
 class EncoderGraph(nn.Module):
     """The encoder: source tokens and their mask to the encoder's last hidden states."""
 
@@ -46,15 +58,10 @@ class FirstStepGraph(nn.Module):
     def forward(
         self, decoder_input_ids: torch.Tensor, encoder_hidden_states: torch.Tensor, attention_mask: torch.Tensor
     ) -> tuple[torch.Tensor, ...]:
-        out = self.model(
-            encoder_outputs=(encoder_hidden_states,),
-            attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
-            use_cache=True,
-            **cache_kwargs(filled_decoder_cache([], None)),
+        logits, cache = _decoder_step(
+            self.model, decoder_input_ids, encoder_hidden_states, attention_mask, filled_decoder_cache([], None)
         )
-        cache = output_cache(out)
-        return (out.logits, *cache_tensors(cache.self_attention_cache), *cache_tensors(cache.cross_attention_cache))
+        return (logits, *cache_tensors(cache.self_attention_cache), *cache_tensors(cache.cross_attention_cache))
 
 
 class LaterStepGraph(nn.Module):
@@ -73,14 +80,9 @@ class LaterStepGraph(nn.Module):
         self_kv: list[torch.Tensor],
         cross_kv: list[torch.Tensor],
     ) -> tuple[torch.Tensor, ...]:
-        out = self.model(
-            encoder_outputs=(encoder_hidden_states,),
-            attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
-            use_cache=True,
-            **cache_kwargs(filled_decoder_cache(self_kv, cross_kv)),
-        )
-        return (out.logits, *cache_tensors(output_cache(out).self_attention_cache))
+        cache = filled_decoder_cache(self_kv, cross_kv)
+        logits, cache = _decoder_step(self.model, decoder_input_ids, encoder_hidden_states, attention_mask, cache)
+        return (logits, *cache_tensors(cache.self_attention_cache))
 
 
 def _example_source(model: nn.Module, rows: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
