@@ -198,6 +198,8 @@ def export_model(
     with warnings.catch_warnings():
         # torch's own pytree deprecation, raised inside its exporter (torch 2.13), not about the model
         warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
+        # and Inductor's int8 lowering copying its own zero points (mkldnn_lowerings, torch 2.13)
+        warnings.filterwarnings("ignore", message=r"To copy construct from a tensor", category=UserWarning)
         return _build(folder, fmt, model, summary, say, command, started)
 
 
@@ -230,8 +232,10 @@ def _build(
                 programs[name], package_path=str(path), inductor_configs={"aot_inductor.package_constants_in_so": False}
             )
         else:  # quantized weights, frozen into the graph so that the int8 GEMMs get them prepacked (the
-            # global switch: inductor_configs={"freezing": True} fails in oneDNN's qlinear prepack)
-            with torch._inductor.config.patch(freezing=True):
+            # global switch: inductor_configs={"freezing": True} fails in oneDNN's qlinear prepack). Inductor
+            # freezes only with gradients off (compile_fx's inference compiler); with them on, every weight
+            # would be dequantized at each call and multiplied in fp32
+            with torch.no_grad(), torch._inductor.config.patch(freezing=True):
                 torch._inductor.aoti_compile_and_package(programs[name], package_path=str(path))
         packages[name] = _sha256(path)
     manifest = ExportManifest(

@@ -273,6 +273,10 @@ def test_an_int8_export_keeps_its_weights_in_the_package_and_translates(exported
     folder = _copy(exported[0], tmp_path)
     export_model(folder, "int8", progress=lambda line: None)
     assert ExportManifest.read(export_dir(folder, "int8")).weights == "package"
+    for package in export_dir(folder, "int8").glob("*.pt2"):  # its products run as int8 GEMMs, not dequantized
+        with zipfile.ZipFile(package) as archive:
+            code = "".join(archive.read(name).decode() for name in archive.namelist() if name.endswith("wrapper.cpp"))
+        assert code.count("qlinear") > code.count("addmm"), package.name
     tokenizer, model = load_model(str(folder), "cpu", "int8")
     assert "decoding with the exported int8 package" in model.translation_mode.reason
     translations = translate_texts(tokenizer, model, TEXTS, progress=False, num_beams=3, max_new_tokens=10)
