@@ -1,14 +1,15 @@
-"""The three graphs an exported model is made of, as modules `torch.export` traces.
+"""The two graphs an exported model is made of, as modules `torch.export` traces.
 
-A `generate` call runs the encoder once, then a first decoder step (it makes the cross-attention's keys
-and values from the encoder's output), then the later steps (they read those and the growing self-attention
-cache). Each graph runs the model's own modules, so every family and option exports as it decodes eagerly:
-nothing of the method is written again here. The caches go in and out as flat lists of tensors, one key and
-one value tensor per layer, and are made into Transformers' cache inside the graph (`transformers_seam`'s
-`filled_decoder_cache`).
+A `generate` call runs the encoder once (it also makes the cross-attention's keys and values, which depend on
+the source alone), then a decoder step per new token (it reads those and the growing self-attention cache; the
+first step is one with an empty cache). Each graph runs the model's own modules, so every family and option
+exports as it decodes eagerly: nothing of the method is written again here. The caches go in and out as flat
+lists of tensors, one key and one value tensor per layer, and are made into Transformers' cache inside the
+graph (`transformers_seam`'s `filled_decoder_cache`). Each weight is in one graph only, so a package that
+carries its weights (int8) stores them once.
 
 Batch rows, source length and cache length stay variable (`dynamic_shapes`), so one build serves every
-batch and sentence length; the first step takes exactly one decoder token, as `generate` starts.
+batch and sentence length.
 """
 
 from __future__ import annotations
@@ -18,10 +19,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from .transformers_seam import cache_kwargs, cache_tensors, filled_decoder_cache, output_cache
+from .transformers_seam import (
+    cache_kwargs,
+    cache_tensors,
+    cross_attention_projections,
+    filled_decoder_cache,
+    output_cache,
+)
 
 #: the graphs of an exported model, in the order a `generate` call runs them
-GRAPH_NAMES = ("encoder", "first_step", "later_step")
+GRAPH_NAMES = ("encoder", "decoder_step")
 
 
 def _decoder_step(model: nn.Module, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, cache: Any) -> Any:
@@ -37,36 +44,29 @@ def _decoder_step(model: nn.Module, tokens: torch.Tensor, hidden: torch.Tensor, 
 
 
 class EncoderGraph(nn.Module):
-    """The encoder: source tokens and their mask to the encoder's last hidden states."""
+    """The encoder, and the cross-attention's keys and values it gives each decoder layer: source tokens and
+    their mask to the encoder's last hidden states and the flat cross-attention cache, once per sentence.
+
+    The cross cache is made by the model's own first decoder step (so a linked model stores it as it does
+    eagerly, keys joined with the carried ones where its mode does that), of which only the cache is
+    returned: what leads to the step's logits and self-attention is dead code the compiler drops, so the
+    decoder's other weights are not in this graph."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        hidden = self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        start = input_ids.new_full((input_ids.shape[0], 1), self.model.config.decoder_start_token_id)
+        _, cache = _decoder_step(self.model, start, hidden, attention_mask, filled_decoder_cache([], None))
+        return (hidden, *cache_tensors(cache.cross_attention_cache))
 
 
-class FirstStepGraph(nn.Module):
-    """The first decoder step: the start token's logits, the self-attention cache it begins, and the
-    cross-attention's keys and values, made here once per `generate` call."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self, decoder_input_ids: torch.Tensor, encoder_hidden_states: torch.Tensor, attention_mask: torch.Tensor
-    ) -> tuple[torch.Tensor, ...]:
-        logits, cache = _decoder_step(
-            self.model, decoder_input_ids, encoder_hidden_states, attention_mask, filled_decoder_cache([], None)
-        )
-        return (logits, *cache_tensors(cache.self_attention_cache), *cache_tensors(cache.cross_attention_cache))
-
-
-class LaterStepGraph(nn.Module):
-    """A later decoder step: one new token per row against the cache, to its logits and the grown
-    self-attention cache (the cross-attention's tensors are read, never written)."""
+class DecoderStepGraph(nn.Module):
+    """A decoder step: one new token per row against the caches, to its logits and the grown
+    self-attention cache (the cross-attention's tensors are read, never written). The first step is one
+    with an empty self-attention cache, so every decoder weight is in this graph alone."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -85,6 +85,18 @@ class LaterStepGraph(nn.Module):
         return (logits, *cache_tensors(cache.self_attention_cache))
 
 
+def empty_self_cache(cross_kv: list[torch.Tensor], rows: int) -> list[torch.Tensor]:
+    """The self-attention cache a decoder step starts from: per layer a key and a value tensor with no
+    positions, ``rows`` rows, and the heads and head size of that layer's cross-attention values (the
+    decoder's self- and cross-attention have the same heads in every family; the values, unlike the keys,
+    are never joined with carried ones)."""
+    empty = []
+    for values in cross_kv[1::2]:
+        shape = (rows, values.shape[1], 0, values.shape[3])
+        empty += [values.new_empty(shape), values.new_empty(shape)]
+    return empty
+
+
 def _example_source(model: nn.Module, rows: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Source tokens of ordinary ids (clear of the special ones) and a mask with one padded row, as a batch
     of unequal sentences has."""
@@ -99,41 +111,35 @@ def _example_source(model: nn.Module, rows: int, length: int) -> tuple[torch.Ten
 def graph_inputs(model: nn.Module) -> dict[str, tuple[nn.Module, tuple[Any, ...], dict[str, Any]]]:
     """Each graph's module, example inputs and dynamic shapes, from one eager run of ``model``.
 
-    The examples avoid sizes 0 and 1 in the dimensions that vary (torch.export would fix those), and the
-    ranges reach the model's longest source and target."""
+    The examples avoid sizes 0 and 1 in the dimensions that vary (torch.export would fix those; the step's
+    example cache holds two positions), the ranges reach the model's longest source and target, and the
+    self-attention cache may be empty (the first step)."""
     from torch.export import Dim
 
     config = model.config
     longest = int(getattr(config, "max_position_embeddings", 1024) or 1024)
     rows = Dim("rows", min=1, max=65536)
     source = Dim("source", min=1, max=longest)
-    target = Dim("target", min=1, max=longest)
+    past = Dim("past", min=0, max=longest)
     input_ids, attention_mask = _example_source(model, 4, 7)
     start = torch.full((4, 1), config.decoder_start_token_id, dtype=torch.long)
-    encoder, first, later = EncoderGraph(model), FirstStepGraph(model), LaterStepGraph(model)
+    encoder, step = EncoderGraph(model), DecoderStepGraph(model)
     with torch.no_grad():
-        hidden = encoder(input_ids, attention_mask)
-        outputs = first(start, hidden, attention_mask)
-        # one step more, so that the later step's example cache holds two positions (not a fixed 1)
-        layers = (len(outputs) - 1) // 4
-        self_kv, cross_kv = list(outputs[1 : 1 + 2 * layers]), list(outputs[1 + 2 * layers :])
-        self_kv = list(later(start, hidden, attention_mask, self_kv, cross_kv)[1:])
+        hidden, *cross_kv = encoder(input_ids, attention_mask)
+        self_kv = empty_self_cache(cross_kv, rows=4)
+        for _ in range(2):
+            self_kv = list(step(start, hidden, attention_mask, self_kv, cross_kv)[1:])
     source_shape = {0: rows, 1: source}
     return {
         "encoder": (encoder, (input_ids, attention_mask), {"input_ids": source_shape, "attention_mask": source_shape}),
-        "first_step": (
-            first,
-            (start, hidden, attention_mask),
-            {"decoder_input_ids": {0: rows}, "encoder_hidden_states": source_shape, "attention_mask": source_shape},
-        ),
-        "later_step": (
-            later,
+        "decoder_step": (
+            step,
             (start, hidden, attention_mask, self_kv, cross_kv),
             {
                 "decoder_input_ids": {0: rows},
                 "encoder_hidden_states": source_shape,
                 "attention_mask": source_shape,
-                "self_kv": [{0: rows, 2: target}] * len(self_kv),
+                "self_kv": [{0: rows, 2: past}] * len(self_kv),
                 "cross_kv": [{0: rows, 2: source}] * len(cross_kv),
             },
         ),
@@ -141,17 +147,24 @@ def graph_inputs(model: nn.Module) -> dict[str, tuple[nn.Module, tuple[Any, ...]
 
 
 def export_graphs(model: nn.Module, quantize: Any = None) -> dict[str, Any]:
-    """``model``'s three graphs as `torch.export.ExportedProgram`s, by `GRAPH_NAMES`.
+    """``model``'s graphs as `torch.export.ExportedProgram`s, by `GRAPH_NAMES`.
 
     Traced non-strictly (Python runs as it does eagerly, so the caches and the model's own forward trace as
     they are); the programs run as they are (``.module()``) or go to AOTInductor. ``quantize(module, args)``
-    (a format's `quantize_graph`) rewrites each traced graph, which is then traced again."""
+    (a format's `quantize_graph`) rewrites each traced graph, which is then traced again; the cross-attention's
+    key and value projections stay in float32 (they run once per sentence, and quantized, the AOTInductor
+    package of torch 2.13 that returns their outputs crashed at its first call)."""
+    keep_float = [f"model.{name}" for name in cross_attention_projections(model)]
     programs = {}
     with torch.no_grad():
         for name, (module, args, shapes) in graph_inputs(model).items():
             programs[name] = torch.export.export(module, args, dynamic_shapes=shapes, strict=False)
             if quantize is not None:
-                quantized = quantize(programs[name].module(), args)
+                traced = programs[name].module()
+                # the encoder graph's unused decoder step, which the quantizer's pattern matching cannot take
+                traced.graph.eliminate_dead_code()
+                traced.recompile()
+                quantized = quantize(traced, args, keep_float)
                 programs[name] = torch.export.export(quantized, args, dynamic_shapes=shapes, strict=False)
     return programs
 
@@ -168,9 +181,9 @@ def graph_constants(module: nn.Module) -> dict[str, torch.Tensor]:
 
 __all__ = [
     "GRAPH_NAMES",
+    "DecoderStepGraph",
     "EncoderGraph",
-    "FirstStepGraph",
-    "LaterStepGraph",
+    "empty_self_cache",
     "export_graphs",
     "graph_constants",
     "graph_inputs",

@@ -2,12 +2,13 @@
 
 `generate` keeps doing all of the search (greedy or beam, its logits processors, the length penalty, EOS and
 finished hypotheses, min and max new tokens, the model's generation config), so an exported model decodes
-exactly as the eager one decides, and only the model's forward runs elsewhere: the encoder and the two
-decoder steps of `export_graphs`, compiled ahead of time. Two things differ from eager decoding, both
-without changing a result:
+exactly as the eager one decides, and only the model's forward runs elsewhere: the encoder and the decoder
+step of `export_graphs`, compiled ahead of time. Three things differ from eager decoding, none changing a
+result:
 
-- the cross-attention's keys and values stay out of `generate`'s cache, so its beam search never reorders
-  them: the beams of one sentence share them, row for row the same;
+- the cross-attention's keys and values, made by the encoder graph once per sentence, stay out of
+  `generate`'s cache, so its beam search never reorders them: the beams of one sentence share them, row for
+  row the same;
 - the first decoder step runs once per sentence, not once per beam: `generate` hands it every sentence
   repeated ``num_beams`` times, and the step's outputs are repeated instead (where the rows are the same);
 - every tensor handed to a graph is made contiguous first, because a compiled graph assumes the strides it
@@ -28,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .export_graphs import empty_self_cache
 from .transformers_seam import cache_kwargs, cache_tensors, set_cache_tensors, take_cache
 
 #: `generate` arguments the exported graphs do not serve, and what each asks for
@@ -50,24 +52,27 @@ class ExportedFallbackWarning(UserWarning):
 
 
 class _ExportedEncoder(nn.Module):
-    """What `generate` gets from ``get_encoder()``: the exported encoder behind the encoder's call."""
+    """What `generate` gets from ``get_encoder()``: the exported encoder behind the encoder's call. Its
+    cross-attention cache goes to ``keep`` (one row per sentence), the hidden states to `generate`."""
 
-    def __init__(self, run: Callable[..., torch.Tensor]) -> None:
+    def __init__(self, run: Callable[..., Any], keep: Callable[[list[torch.Tensor]], None]) -> None:
         super().__init__()
         self._run = run
+        self._keep = keep
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> Any:
         from transformers.modeling_outputs import BaseModelOutput
 
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        hidden = self._run(input_ids.contiguous(), attention_mask.contiguous())
+        hidden, *cross_kv = self._run(input_ids.contiguous(), attention_mask.contiguous())
+        self._keep([tensor.contiguous() for tensor in cross_kv])
         return BaseModelOutput(last_hidden_state=hidden)
 
 
 class ExportedDecoding:
-    """The three graphs of an exported model, each a callable taking and giving tensors (an AOTInductor
-    package's runner, or an ``ExportedProgram``'s module), by `export_graphs.GRAPH_NAMES`.
+    """The graphs of an exported model, each a callable taking and giving tensors (an AOTInductor package's
+    runner, or an ``ExportedProgram``'s module), by `export_graphs.GRAPH_NAMES`.
 
     `generate` runs ``model.generate`` with them; nothing of ``model`` changes outside the call."""
 
@@ -75,7 +80,6 @@ class ExportedDecoding:
         self.graphs = graphs
         self.description = description
         self._cross_kv: list[torch.Tensor] = []
-        self._beams = 1
 
     def unserved(self, model: nn.Module, kwargs: dict[str, Any]) -> list[str]:
         """What of a `generate` call's options the graphs do not give (empty: they serve it)."""
@@ -100,8 +104,6 @@ class ExportedDecoding:
                 stacklevel=2,
             )
             return model.generate(**kwargs)
-        config = kwargs.get("generation_config") or model.generation_config
-        self._beams = int(kwargs.get("num_beams") or config.num_beams or 1)
         with self._bound(model):
             return model.generate(**kwargs)
 
@@ -109,7 +111,7 @@ class ExportedDecoding:
     def _bound(self, model: nn.Module) -> Iterator[None]:
         """``model``'s encoder and forward served by the graphs for the length of one call (instance
         attributes, removed after; the forward keeps its signature, which `generate` reads)."""
-        encoder = _ExportedEncoder(self.graphs["encoder"])
+        encoder = _ExportedEncoder(self.graphs["encoder"], keep=functools.partial(setattr, self, "_cross_kv"))
         eager_forward = model.forward
 
         @functools.wraps(eager_forward)
@@ -145,30 +147,36 @@ class ExportedDecoding:
         self_cache = cache.self_attention_cache
         if self_cache.get_seq_length() == 0:
             outputs = self._first_step(decoder_input_ids.contiguous(), hidden, attention_mask)
-            layers = (len(outputs) - 1) // 4
-            set_cache_tensors(self_cache, outputs[1 : 1 + 2 * layers])
-            self._cross_kv = [tensor.contiguous() for tensor in outputs[1 + 2 * layers :]]
         else:
             token = decoder_input_ids[:, -1:].contiguous()
             past = [tensor.contiguous() for tensor in cache_tensors(self_cache)]
-            outputs = self.graphs["later_step"](token, hidden, attention_mask, past, self._cross_kv)
-            set_cache_tensors(self_cache, outputs[1:])
+            outputs = self.graphs["decoder_step"](token, hidden, attention_mask, past, self._cross_kv)
+        set_cache_tensors(self_cache, outputs[1:])
         return Seq2SeqLMOutput(logits=outputs[0], **cache_kwargs(cache))
 
     def _first_step(self, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
-        """The first step on one row per sentence, its outputs repeated for the beams, where the rows of each
-        sentence are the same (as `generate` expands them); on every row otherwise."""
-        beams = self._beams
-        if beams > 1 and tokens.shape[0] % beams == 0:
-            one = [tensor[::beams].contiguous() for tensor in (tokens, hidden, mask)]
-            same = all(
-                torch.equal(part.repeat_interleave(beams, dim=0), whole)
+        """The first step (an empty self-attention cache) on one row per sentence, its outputs repeated for
+        the rows `generate` made of each sentence (its beams), where those rows are the same; on every row
+        otherwise. The cross-attention cache, made per sentence by the encoder, is repeated once here for
+        the later steps."""
+        sentences = self._cross_kv[0].shape[0]
+        rows = tokens.shape[0]
+        if rows % sentences:
+            raise RuntimeError(f"generate decodes {rows} rows for {sentences} encoded sentences")
+        copies = rows // sentences
+        per_sentence = self._cross_kv
+        if copies > 1:
+            self._cross_kv = [tensor.repeat_interleave(copies, dim=0) for tensor in per_sentence]
+            one = [tensor[::copies].contiguous() for tensor in (tokens, hidden, mask)]
+            if all(
+                torch.equal(part.repeat_interleave(copies, dim=0), whole)
                 for part, whole in zip(one, (tokens, hidden, mask))
-            )
-            if same:
-                outputs = self.graphs["first_step"](*one)
-                return [tensor.repeat_interleave(beams, dim=0) for tensor in outputs]
-        return list(self.graphs["first_step"](tokens, hidden, mask))
+            ):
+                outputs = self.graphs["decoder_step"](*one, empty_self_cache(per_sentence, sentences), per_sentence)
+                return [tensor.repeat_interleave(copies, dim=0) for tensor in outputs]
+        return list(
+            self.graphs["decoder_step"](tokens, hidden, mask, empty_self_cache(self._cross_kv, rows), self._cross_kv)
+        )
 
 
 __all__ = ["UNSERVED_OPTIONS", "ExportedDecoding", "ExportedFallbackWarning"]

@@ -2,10 +2,9 @@
 
 ``hf-graphtf export --model DIR --dtype bf16`` writes ``DIR/exported/bf16/``: one ``.pt2`` package per graph
 of `export_graphs` and a ``manifest.json`` saying what they were built from and for. In a float format the
-packages hold the compiled code only; the weights stay in the model's own safetensors and are handed to every
-graph when it loads, so they are stored once (in the model) and shared by the three graphs in memory. In
-int8 the quantized weights are part of each graph (prepacked for its GEMMs), so the two decoder graphs each
-carry the decoder's.
+packages hold the compiled code only; the weights stay in the model's own safetensors and are handed to the
+graphs when they load, so they are stored once (in the model). In int8 the quantized weights are part of the
+graphs (prepacked for their GEMMs); each weight is in one graph only, so they too are stored once.
 
 A package is used only where it fits what loads it: the same torch, the same CPU instruction set (the code
 is compiled for the host it was built on), the same weights and configuration (a digest of the model's files),
@@ -283,6 +282,10 @@ def load_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> 
         problems.append(f"its graphs run on the CPU, the model is on {model.device}")
     if not problems and manifest.model_digest != model_digest(model_dir):
         problems.append("the model's weights or configuration changed since it was built")
+    if not problems and sorted(manifest.packages) != sorted(GRAPH_NAMES):
+        problems.append(
+            f"it holds the graphs {', '.join(manifest.packages)} of an earlier hf_graphtf, not {', '.join(GRAPH_NAMES)}"
+        )
     for name in GRAPH_NAMES:
         path = folder / f"{name}.pt2"
         if problems:

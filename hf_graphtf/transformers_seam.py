@@ -130,6 +130,19 @@ def filled_decoder_cache(self_kv: list[torch.Tensor], cross_kv: list[torch.Tenso
     return cache
 
 
+def cross_attention_projections(model: nn.Module) -> list[str]:
+    """The names in ``model`` of each decoder layer's cross-attention key and value projections, the layers
+    that make the cross-attention cache. Follows `MarianDecoderLayer`, `BartDecoderLayer` and
+    `M2M100DecoderLayer` (``self.encoder_attn`` with ``k_proj`` and ``v_proj``, 5.0-5.25)."""
+    return [
+        f"{name}.{projection}"
+        for name, module in model.named_modules()
+        if name.endswith("encoder_attn")
+        for projection in ("k_proj", "v_proj")
+        if isinstance(getattr(module, projection, None), nn.Linear)
+    ]
+
+
 def self_attention_cache(cache: Cache | None) -> Cache | None:
     """The self-attention half of an encoder-decoder cache (follows `MarianDecoder.forward`, 5.0-5.24)."""
     return cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
@@ -311,6 +324,7 @@ def warn_if_untested() -> None:
 
 __all__ = [
     "CACHE_KWARG",
+    "cross_attention_projections",
     "SEQ2SEQ_FORWARD_PARAMETERS",
     "COMPUTED_POSITION_TABLES",
     "Cache",

@@ -49,9 +49,10 @@ class TranslationFormat:
     note: str = ""
     #: whether ``hf-graphtf export`` builds packages in it (`exported_models`; CPU, AOTInductor)
     exports: bool = False
-    #: for an exported format whose weights change in the graph (int8): ``quantize_graph(module, args)`` turns
-    #: a traced float32 graph into the quantized one, whose weights then live in the package
-    quantize_graph: Callable[[Any, tuple[Any, ...]], Any] | None = None
+    #: for an exported format whose weights change in the graph (int8): ``quantize_graph(module, args,
+    #: keep_float)`` turns a traced float32 graph into the quantized one, whose weights then live in the
+    #: package, leaving the linear layers named in ``keep_float`` in float32
+    quantize_graph: Callable[[Any, tuple[Any, ...], Sequence[str]], Any] | None = None
 
     def runs_on(self, device: str) -> bool:
         return not self.devices or str(device).split(":")[0] in self.devices
@@ -213,11 +214,11 @@ def quantize_int8(model: Any) -> Any:
         return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
-def quantize_graph_int8(module: Any, example_args: tuple[Any, ...]) -> Any:
-    """A traced graph with its linear layers in int8, for AOTInductor: torchao's PT2E flow with the x86
-    Inductor quantizer, weights per channel and activations quantized per call (dynamic), so that no
-    calibration data is needed and the products run as oneDNN int8 GEMMs. The example run only lets the
-    observers see the shapes."""
+def quantize_graph_int8(module: Any, example_args: tuple[Any, ...], keep_float: Sequence[str] = ()) -> Any:
+    """A traced graph with its linear layers in int8 (but those named in ``keep_float``), for AOTInductor:
+    torchao's PT2E flow with the x86 Inductor quantizer, weights per channel and activations quantized per
+    call (dynamic), so that no calibration data is needed and the products run as oneDNN int8 GEMMs. The
+    example run only lets the observers see the shapes."""
     import logging
 
     # torchao's import names each of its GPU kernels a CPU build of torch cannot load, and torch warns about its
@@ -236,6 +237,8 @@ def quantize_graph_int8(module: Any, example_args: tuple[Any, ...]) -> Any:
             logger.setLevel(level)
     quantizer = x86.X86InductorQuantizer()
     quantizer.set_global(x86.get_default_x86_inductor_quantization_config(is_dynamic=True))
+    for name in keep_float:
+        quantizer.set_module_name_qconfig(name, None)
     prepared = prepare_pt2e(module, quantizer)
     prepared(*example_args)
     return convert_pt2e(prepared)

@@ -211,6 +211,23 @@ def test_translation_speed_runs_without_ctranslate2_and_says_so(monkeypatch, cap
     assert {row[1] for row in _table_rows(out)} == {"beam 4", "greedy"}
 
 
+@pytest.mark.slow
+def test_translation_speed_times_an_exported_model_and_says_what_it_stores(monkeypatch, capsys) -> None:
+    """``--exported fp32`` builds the linked model's packages (a real build, minutes: slow), times them beside
+    the eager rows, and says how long the build and the load took and what the packages store."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    speed = _load("translation_speed")
+    monkeypatch.setattr(speed, "has_ctranslate2", lambda: False)
+    argv = ["--size", "tiny", "--vocab", "64", "--steps", "1", "--warmup", "0", "--threads", "1", "--beams", "1"]
+    speed.main([*argv, "--modes", "fp32", "--exported", "fp32"])
+    out = capsys.readouterr().out
+    systems = [row[2] for row in _table_rows(out) if len(row) > 4]
+    assert "linked (attention_link=both) fp32, exported" in systems
+    stored = {row[0]: row for row in _table_rows(out) if len(row) == 4}
+    assert "(weights in the model's safetensors)" in stored["linked fp32, exported"][2]
+    assert float(stored["linked fp32, exported"][1]) > 0 and float(stored["linked fp32, exported"][3]) > 0
+
+
 def test_translation_speed_times_compiled_decoding_with_its_compile_time_apart(monkeypatch, capsys) -> None:
     """``--compiled`` adds vanilla and the linked model with compiled decoding and says their first calls' time apart
     (compiled here with the eager backend: a smoke test need not wait for the compiler); ``--compiled int8``

@@ -154,8 +154,9 @@ def _translations(folder, engine: str, **options) -> tuple[list[str], object]:
 def test_an_exported_model_translates_as_the_eager_one_and_says_so(exported):
     folder, lines = exported
     summary = "graph_marian (al_both_cumulative: attention_link=both, attention_link_mode=cumulative)"
-    assert lines[0] == f"exporting {summary} in fp32: tracing 3 graphs"
-    assert any("(3/3)" in line for line in lines) and lines[-1].startswith("exported to")
+    assert lines[0] == f"exporting {summary} in fp32: tracing {len(GRAPH_NAMES)} graphs"
+    graphs = len(GRAPH_NAMES)
+    assert any(f"({graphs}/{graphs})" in line for line in lines) and lines[-1].startswith("exported to")
     manifest = ExportManifest.read(export_dir(folder, "fp32"))
     assert manifest.torch == torch.__version__ and manifest.dtype == "fp32" and manifest.build_seconds > 0
     assert manifest.build_command == "hf-graphtf export --model DIR" and set(manifest.packages) == set(GRAPH_NAMES)
@@ -198,12 +199,13 @@ def _edit_manifest(folder, **changes):
     [
         (lambda folder: _edit_manifest(folder, torch="2.0.0"), "built for torch 2.0.0"),
         (lambda folder: _edit_manifest(folder, cpu_instruction_set="AVX2"), "built for a CPU with AVX2"),
-        (lambda folder: (export_dir(folder, "fp32") / "later_step.pt2").write_bytes(b"cut short"), "is damaged"),
+        (lambda folder: (export_dir(folder, "fp32") / "decoder_step.pt2").write_bytes(b"cut short"), "is damaged"),
         (lambda folder: (export_dir(folder, "fp32") / "encoder.pt2").unlink(), "encoder.pt2 is missing"),
         (lambda folder: (export_dir(folder, "fp32") / MANIFEST).write_text("{", encoding="utf-8"), "is damaged"),
         (lambda folder: _edit_config(folder, attention_link_mode="previous"), "weights or configuration changed"),
+        (lambda folder: _edit_manifest(folder, packages={"first_step": "", "later_step": ""}), "an earlier hf_graphtf"),
     ],
-    ids=["torch", "cpu", "damaged", "missing", "manifest", "configuration"],
+    ids=["torch", "cpu", "damaged", "missing", "manifest", "configuration", "layout"],
 )
 def test_a_package_that_does_not_fit_decodes_eagerly_and_says_why(exported, tmp_path, spoil, said):
     folder = _copy(exported[0], tmp_path)

@@ -59,7 +59,7 @@ from common import (
 )
 from measure import CLOCK_TEXT, interleaved
 
-from hf_graphtf.exported_models import export_model
+from hf_graphtf.exported_models import ExportManifest, export_dir, export_model
 from hf_graphtf.inference import load_model
 from hf_graphtf.translation_modes import TRANSLATION_DTYPES
 
@@ -101,6 +101,11 @@ def write_models(shape: Shape, folder: Path, seed: int) -> dict[str, Path]:
     for path in folders.values():
         tokenizer.save_pretrained(path)
     return folders
+
+
+def folder_megabytes(folder: Path, pattern: str) -> float:
+    """The size of the files matching ``pattern`` in ``folder``, in MB (10^6 bytes)."""
+    return sum(path.stat().st_size for path in folder.glob(pattern)) / 1e6
 
 
 def convert_ctranslate2(vanilla: Path, folder: Path, quantization: str | None) -> Path:
@@ -296,10 +301,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.end_to_end_only and not args.cli_lines:
         parser.error("--end-to-end-only needs --cli-lines N")
+    with tempfile.TemporaryDirectory(prefix="translation-speed-") as work:  # the models, packages and outputs
+        measure(args, Path(work))
+
+
+def measure(args: argparse.Namespace, work: Path) -> None:
+    """Everything `main` prints, with the models and packages written under ``work``."""
     start = run_start()
     shape = Shape(**{**SHAPES[args.size].__dict__, "vocab": args.vocab})
 
-    work = Path(tempfile.mkdtemp(prefix="translation-speed-"))
     folders = write_models(shape, work, args.seed)
     ct2: dict[str, Path] = {}
     on_gpu = args.device.startswith("cuda")
@@ -326,14 +336,27 @@ def main(argv: list[str] | None = None) -> None:
             name = f"{label} {mode}, compiled"
             _, models[name] = load_model(str(folders[family]), args.device, mode, compile="on")
             compiled_names.append(name)
-    build_seconds: list[str] = []
+    sizes: list[list[str]] = []  # what each system stores and how long it takes to make and to load
     for mode in args.exported:  # built once, before anything is timed; the end-to-end part reuses the build
         began = time.perf_counter()
         export_model(folders["linked"], mode, progress=lambda line: print(line, file=sys.stderr, flush=True))
-        build_seconds.append(f"{mode}: {time.perf_counter() - began:.0f} s")
+        built = time.perf_counter() - began
+        began = time.perf_counter()
+        _, model = load_model(str(folders["linked"]), args.device, mode, engine="exported")
+        loaded = time.perf_counter() - began
+        packages = export_dir(folders["linked"], mode)
+        stored = folder_megabytes(packages, "*.pt2")
+        weights = "package" if ExportManifest.read(packages).weights == "package" else "model's safetensors"
+        sizes.append(
+            [f"linked {mode}, exported", f"{built:.0f}", f"{stored:.0f} (weights in the {weights})", f"{loaded:.1f}"]
+        )
         if not args.end_to_end_only:
-            name = f"linked (attention_link=both) {mode}, exported"
-            _, models[name] = load_model(str(folders["linked"]), args.device, mode, engine="exported")
+            models[f"linked (attention_link=both) {mode}, exported"] = model
+    fp32_megabytes = folder_megabytes(folders["linked"], "*.safetensors")
+    if args.exported:
+        sizes.append(["the model's safetensors (fp32)", "–", f"{fp32_megabytes:.0f}", "–"])
+        for quantization, folder in ct2.items():
+            sizes.append([f"CTranslate2 {quantization}", "–", f"{folder_megabytes(folder, 'model.bin'):.0f}", "–"])
     compile_seconds: list[str] = []
     rows, records = [], []
     # CTranslate2 reads token strings
@@ -403,14 +426,19 @@ def main(argv: list[str] | None = None) -> None:
     print(header("Translation speed beside CTranslate2", settings, args.device, start))
     if rows:
         print()
-        columns = ["threads", "search", "system", "target tokens/s", "vs Transformers fp32", "vs CTranslate2 int8"]
+        base = f"vs Transformers {args.modes[0]}" if args.modes else f"vs {rows[0][2]}"
+        columns = ["threads", "search", "system", "target tokens/s", base, "vs CTranslate2 int8"]
         print(table(columns, rows))
-    if build_seconds:
+    if sizes:
         print()
         print(
-            "Building the exported packages (hf-graphtf export, once per model and format, wall clock): "
-            + "; ".join(build_seconds)
+            f"What is stored (the fp32 safetensors hold {fp32_megabytes / 4:.1f} M parameters: int8 weights take "
+            "about as many MB), "
+            "how long the export took (hf-graphtf export, once per model and format) and how long `load_model` took "
+            "(wall clock):"
         )
+        print()
+        print(table(["system", "build s", "MB stored", "load s"], sizes))
     if compile_seconds:
         print()
         print("First call of each compiled system (compiling included, wall clock): " + "; ".join(compile_seconds))
