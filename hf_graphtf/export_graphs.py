@@ -32,7 +32,8 @@ GRAPH_NAMES = ("encoder", "decoder_step")
 
 
 def _decoder_step(model: nn.Module, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, cache: Any) -> Any:
-    """One decoder step of ``model`` over ``cache`` (the call both decoder graphs make): its logits and cache."""
+    """One decoder step of ``model`` over ``cache`` (the call both graphs make: the encoder graph for the
+    cross-attention cache it fills, the decoder-step graph for its logits and self-attention cache)."""
     out = model(
         encoder_outputs=(hidden,),
         attention_mask=mask,

@@ -324,7 +324,6 @@ def warn_if_untested() -> None:
 
 __all__ = [
     "CACHE_KWARG",
-    "cross_attention_projections",
     "SEQ2SEQ_FORWARD_PARAMETERS",
     "COMPUTED_POSITION_TABLES",
     "Cache",
@@ -337,6 +336,7 @@ __all__ = [
     "causal_mask",
     "compiled_decoding_refusal",
     "create_bidirectional_mask",
+    "cross_attention_projections",
     "decoder_stack_output",
     "eager_attention",
     "enable_activation_checkpointing",
