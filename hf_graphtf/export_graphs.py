@@ -29,6 +29,9 @@ from .transformers_seam import (
 
 #: the graphs of an exported model, in the order a `generate` call runs them
 GRAPH_NAMES = ("encoder", "decoder_step")
+#: what the graphs take and give; a package of another layout is refused at load (`exported_models`):
+#: 2 the encoder and one decoder step; 3 the step reorders the self-attention cache itself (``beam_idx``)
+GRAPH_LAYOUT = 3
 
 
 def _decoder_step(model: nn.Module, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, cache: Any) -> Any:
@@ -67,7 +70,11 @@ class EncoderGraph(nn.Module):
 class DecoderStepGraph(nn.Module):
     """A decoder step: one new token per row against the caches, to its logits and the grown
     self-attention cache (the cross-attention's tensors are read, never written). The first step is one
-    with an empty self-attention cache, so every decoder weight is in this graph alone."""
+    with an empty self-attention cache, so every decoder weight is in this graph alone.
+
+    ``beam_idx`` names, for each row, the row of the given self-attention cache it continues (beam search's
+    reorder; ``arange`` where there is none): the graph gathers the cache by it as it appends the new
+    position, one pass over the cache where a reorder before the step and the append in it would make two."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -78,10 +85,11 @@ class DecoderStepGraph(nn.Module):
         decoder_input_ids: torch.Tensor,
         encoder_hidden_states: torch.Tensor,
         attention_mask: torch.Tensor,
+        beam_idx: torch.Tensor,
         self_kv: list[torch.Tensor],
         cross_kv: list[torch.Tensor],
     ) -> tuple[torch.Tensor, ...]:
-        cache = filled_decoder_cache(self_kv, cross_kv)
+        cache = filled_decoder_cache([tensor.index_select(0, beam_idx) for tensor in self_kv], cross_kv)
         logits, cache = _decoder_step(self.model, decoder_input_ids, encoder_hidden_states, attention_mask, cache)
         return (logits, *cache_tensors(cache.self_attention_cache))
 
@@ -124,22 +132,24 @@ def graph_inputs(model: nn.Module) -> dict[str, tuple[nn.Module, tuple[Any, ...]
     past = Dim("past", min=0, max=longest)
     input_ids, attention_mask = _example_source(model, 4, 7)
     start = torch.full((4, 1), config.decoder_start_token_id, dtype=torch.long)
+    beam_idx = torch.tensor([1, 0, 3, 2])
     encoder, step = EncoderGraph(model), DecoderStepGraph(model)
     with torch.no_grad():
         hidden, *cross_kv = encoder(input_ids, attention_mask)
         self_kv = empty_self_cache(cross_kv, rows=4)
         for _ in range(2):
-            self_kv = list(step(start, hidden, attention_mask, self_kv, cross_kv)[1:])
+            self_kv = list(step(start, hidden, attention_mask, beam_idx, self_kv, cross_kv)[1:])
     source_shape = {0: rows, 1: source}
     return {
         "encoder": (encoder, (input_ids, attention_mask), {"input_ids": source_shape, "attention_mask": source_shape}),
         "decoder_step": (
             step,
-            (start, hidden, attention_mask, self_kv, cross_kv),
+            (start, hidden, attention_mask, beam_idx, self_kv, cross_kv),
             {
                 "decoder_input_ids": {0: rows},
                 "encoder_hidden_states": source_shape,
                 "attention_mask": source_shape,
+                "beam_idx": {0: rows},
                 "self_kv": [{0: rows, 2: past}] * len(self_kv),
                 "cross_kv": [{0: rows, 2: source}] * len(cross_kv),
             },
@@ -181,6 +191,7 @@ def graph_constants(module: nn.Module) -> dict[str, torch.Tensor]:
 
 
 __all__ = [
+    "GRAPH_LAYOUT",
     "GRAPH_NAMES",
     "DecoderStepGraph",
     "EncoderGraph",

@@ -9,10 +9,13 @@ result:
 - the cross-attention's keys and values, made by the encoder graph once per sentence, stay out of
   `generate`'s cache, so its beam search never reorders them: the beams of one sentence share them, row for
   row the same;
+- beam search's reorder of the self-attention cache is not done when `generate` asks, but handed to the
+  next decoder step, which gathers the cache as it appends to it (several reorders in a row compose; one
+  still pending when `generate` returns is done then, so the cache it returns is the eager one);
 - the first decoder step runs once per sentence, not once per beam: `generate` hands it every sentence
   repeated ``num_beams`` times, and the step's outputs are repeated instead (where the rows are the same);
-- every tensor handed to a graph is made contiguous first, because a compiled graph assumes the strides it
-  was built with and does not check them.
+- every tensor handed to a graph is made contiguous, and of the type it was traced with, first, because a
+  compiled graph assumes the strides and types it was built with and does not check them.
 
 A call that asks for something the graphs do not give (attention weights, hidden states, a decoder prefix,
 no cache, assisted decoding) runs eagerly instead, with an `ExportedFallbackWarning` saying which option.
@@ -21,6 +24,7 @@ no cache, assisted decoding) runs eagerly instead, with an `ExportedFallbackWarn
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,7 +34,14 @@ import torch
 from torch import nn
 
 from .export_graphs import empty_self_cache
-from .transformers_seam import cache_kwargs, cache_tensors, set_cache_tensors, take_cache
+from .transformers_seam import (
+    Cache,
+    beam_reorders_to,
+    cache_kwargs,
+    cache_tensors,
+    set_cache_tensors,
+    take_cache,
+)
 
 #: `generate` arguments the exported graphs do not serve, and what each asks for
 UNSERVED_OPTIONS = {
@@ -80,6 +91,9 @@ class ExportedDecoding:
         self.graphs = graphs
         self.description = description
         self._cross_kv: list[torch.Tensor] = []
+        #: the reorder of the self-attention cache the next step does (None: none asked since the last step)
+        self._pending_order: torch.Tensor | None = None
+        self._cache: Any = None
 
     def unserved(self, model: nn.Module, kwargs: dict[str, Any]) -> list[str]:
         """What of a `generate` call's options the graphs do not give (empty: they serve it)."""
@@ -118,14 +132,29 @@ class ExportedDecoding:
         def forward(*args: Any, **kwargs: Any) -> Any:
             return self._forward(*args, **kwargs)
 
+        # `generate` reads the forward's signature at every step; worked out once, not through the wrapper
+        forward.__signature__ = inspect.signature(eager_forward)
+
         model.get_encoder = lambda *args, **kwargs: encoder
         model.forward = forward
-        self._cross_kv = []
+        self._cross_kv, self._pending_order, self._cache = [], None, None
         try:
-            yield
+            with beam_reorders_to(model, self._defer_reorder):
+                yield
+            if self._pending_order is not None and self._cache is not None:
+                self._cache.reorder_cache(self._pending_order)
         finally:
             del model.get_encoder, model.forward
-            self._cross_kv = []
+            self._cross_kv, self._pending_order, self._cache = [], None, None
+
+    def _defer_reorder(self, cache: Cache, beam_idx: torch.Tensor) -> Cache:
+        """Beam search's reorder of ``cache``, kept for the next step to do (composed with one kept before)."""
+        # int64, as the graph was traced with: generate's indices are int32 on some releases, and a compiled
+        # graph reads its inputs as the types it was built for without checking them
+        beam_idx = beam_idx.to(torch.long, copy=True)
+        order = self._pending_order
+        self._pending_order = beam_idx if order is None else order.index_select(0, beam_idx)
+        return cache
 
     def _forward(
         self,
@@ -145,12 +174,16 @@ class ExportedDecoding:
             attention_mask = torch.ones(hidden.shape[:2], dtype=torch.long, device=hidden.device)
         attention_mask = attention_mask.contiguous()
         self_cache = cache.self_attention_cache
+        self._cache = cache
         if self_cache.get_seq_length() == 0:
             outputs = self._first_step(decoder_input_ids.contiguous(), hidden, attention_mask)
         else:
             token = decoder_input_ids[:, -1:].contiguous()
             past = [tensor.contiguous() for tensor in cache_tensors(self_cache)]
-            outputs = self.graphs["decoder_step"](token, hidden, attention_mask, past, self._cross_kv)
+            order = self._pending_order
+            order = torch.arange(token.shape[0], device=token.device) if order is None else order.contiguous()
+            self._pending_order = None
+            outputs = self.graphs["decoder_step"](token, hidden, attention_mask, order, past, self._cross_kv)
         set_cache_tensors(self_cache, outputs[1:])
         return Seq2SeqLMOutput(logits=outputs[0], **cache_kwargs(cache))
 
@@ -172,10 +205,16 @@ class ExportedDecoding:
                 torch.equal(part.repeat_interleave(copies, dim=0), whole)
                 for part, whole in zip(one, (tokens, hidden, mask))
             ):
-                outputs = self.graphs["decoder_step"](*one, empty_self_cache(per_sentence, sentences), per_sentence)
+                order = torch.arange(sentences, device=tokens.device)
+                outputs = self.graphs["decoder_step"](
+                    *one, order, empty_self_cache(per_sentence, sentences), per_sentence
+                )
                 return [tensor.repeat_interleave(copies, dim=0) for tensor in outputs]
+        order = torch.arange(rows, device=tokens.device)
         return list(
-            self.graphs["decoder_step"](tokens, hidden, mask, empty_self_cache(self._cross_kv, rows), self._cross_kv)
+            self.graphs["decoder_step"](
+                tokens, hidden, mask, order, empty_self_cache(self._cross_kv, rows), self._cross_kv
+            )
         )
 
 

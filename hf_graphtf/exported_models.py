@@ -100,6 +100,8 @@ class ExportManifest:
     packages: dict[str, str] = field(default_factory=dict)  # graph name -> sha256 of its .pt2
     #: where the graphs' weights are: "model" (handed over from the loaded model) or "package" (int8)
     weights: str = "model"
+    #: what the graphs take and give (`export_graphs.GRAPH_LAYOUT`; 0: from before layouts were recorded)
+    graph_layout: int = 0
     build_command: str = ""
     build_seconds: float = 0.0
     built: str = ""  # UTC, ISO 8601
@@ -211,7 +213,7 @@ def _build(
     import transformers
 
     from . import __version__
-    from .export_graphs import GRAPH_NAMES, export_graphs
+    from .export_graphs import GRAPH_LAYOUT, GRAPH_NAMES, export_graphs
     from .machine import cpu_model
 
     try:
@@ -247,6 +249,7 @@ def _build(
         model_digest=model_digest(folder),
         packages=packages,
         weights="package" if fmt.quantize_graph else "model",
+        graph_layout=GRAPH_LAYOUT,
         build_command=command or f"hf_graphtf.exported_models.export_model({str(folder)!r}, {dtype!r})",
         build_seconds=round(time.perf_counter() - started, 1),
         built=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -264,7 +267,7 @@ def load_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> 
     `ExportedPackageProblem` says why they do not fit, FileNotFoundError where there are none."""
     import torch
 
-    from .export_graphs import GRAPH_NAMES, EncoderGraph, graph_constants
+    from .export_graphs import GRAPH_LAYOUT, GRAPH_NAMES, EncoderGraph, graph_constants
     from .exported_decoding import ExportedDecoding
 
     folder = export_dir(model_dir, dtype)
@@ -282,9 +285,10 @@ def load_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> 
         problems.append(f"its graphs run on the CPU, the model is on {model.device}")
     if not problems and manifest.model_digest != model_digest(model_dir):
         problems.append("the model's weights or configuration changed since it was built")
-    if not problems and sorted(manifest.packages) != sorted(GRAPH_NAMES):
+    if not problems and (sorted(manifest.packages) != sorted(GRAPH_NAMES) or manifest.graph_layout != GRAPH_LAYOUT):
         problems.append(
-            f"it holds the graphs {', '.join(manifest.packages)} of an earlier hf_graphtf, not {', '.join(GRAPH_NAMES)}"
+            f"it holds the graphs {', '.join(manifest.packages)} of an earlier hf_graphtf (layout "
+            f"{manifest.graph_layout}), not {', '.join(GRAPH_NAMES)} (layout {GRAPH_LAYOUT})"
         )
     for name in GRAPH_NAMES:
         path = folder / f"{name}.pt2"
@@ -296,20 +300,32 @@ def load_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> 
             problems.append(f"{path.name} is damaged (its digest differs from the manifest's)")
     if problems:
         raise ExportedPackageProblem("; ".join(problems))
-    constants = graph_constants(EncoderGraph(model))
-    graphs = {}
-    for name in GRAPH_NAMES:
+    constants = graph_constants(EncoderGraph(model)) if manifest.weights == "model" else {}
+    graphs = {name: _load_package(folder / f"{name}.pt2", constants) for name in GRAPH_NAMES}
+    return ExportedDecoding(graphs, description=f"exported {dtype}")
+
+
+def _load_package(path: Path, constants: dict[str, Any], attempts: int = 2) -> Any:
+    """The runner of the AOTInductor package at ``path``, given the model's ``constants`` where it takes
+    them. torch unpacks a package into a fresh temporary folder at each load, and a load of a sound package
+    has now and then failed reading one of the files it had just unpacked as empty JSON (torch 2.13, in this
+    package's tests; the cause is torch's), so a failed load is tried once more; a package that fails twice
+    is damaged, whatever its digest says."""
+    import torch
+
+    for attempt in range(1, attempts + 1):
         try:
-            runner = torch._inductor.aoti_load_package(str(folder / f"{name}.pt2"))
-            if manifest.weights == "model":
+            runner = torch._inductor.aoti_load_package(str(path))
+            if constants:
                 wanted = runner.get_constant_fqns()
                 runner.load_constants(
                     {fqn: constants[fqn] for fqn in wanted}, check_full_update=True, user_managed=True
                 )
-        except Exception as error:  # a package torch cannot open is damaged, whatever the digest says
-            raise ExportedPackageProblem(f"{name}.pt2 does not load ({type(error).__name__}: {error})") from None
-        graphs[name] = runner
-    return ExportedDecoding(graphs, description=f"exported {dtype}")
+            return runner
+        except Exception as error:
+            if attempt == attempts:
+                raise ExportedPackageProblem(f"{path.name} does not load ({type(error).__name__}: {error})") from None
+    raise AssertionError("unreachable")
 
 
 def find_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> tuple[Any | None, str]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -128,6 +130,19 @@ def filled_decoder_cache(self_kv: list[torch.Tensor], cross_kv: list[torch.Tenso
         for index in range(len(cross_kv) // 2):
             cache.is_updated[index] = True
     return cache
+
+
+@contextmanager
+def beam_reorders_to(model: nn.Module, reorder: Callable[[Cache, torch.Tensor], Cache]) -> Iterator[None]:
+    """For the length of the block, beam search hands its cache reorders to ``reorder(cache, beam_idx)``,
+    which returns the cache `generate` keeps. Follows `GenerationMixin._beam_search` (5.17-5.25): after each
+    step it calls the model's ``_reorder_cache`` where the model has one (an instance attribute here,
+    removed after), and the cache's own ``reorder_cache`` otherwise."""
+    model._reorder_cache = reorder
+    try:
+        yield
+    finally:
+        del model._reorder_cache
 
 
 def cross_attention_projections(model: nn.Module) -> list[str]:
@@ -324,13 +339,14 @@ def warn_if_untested() -> None:
 
 __all__ = [
     "CACHE_KWARG",
-    "SEQ2SEQ_FORWARD_PARAMETERS",
     "COMPUTED_POSITION_TABLES",
+    "SEQ2SEQ_FORWARD_PARAMETERS",
     "Cache",
     "GradientCheckpointingLayer",
     "LOWEST_TESTED",
     "NEWEST_TESTED",
     "OutputRecorder",
+    "beam_reorders_to",
     "cache_kwargs",
     "capture_outputs",
     "causal_mask",

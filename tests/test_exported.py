@@ -33,6 +33,7 @@ from hf_graphtf.exported_models import (
 )
 from hf_graphtf.inference import load_model, translate_texts
 from hf_graphtf.self_check import matrix
+from hf_graphtf.transformers_seam import cache_tensors
 
 #: one worker runs the module, so that the tiny model is built once per run (pytest-xdist's loadgroup)
 pytestmark = pytest.mark.xdist_group("exported")
@@ -109,6 +110,26 @@ def test_exported_graphs_decode_as_generate(family, name):
 @pytest.mark.parametrize("family,name", _cases(fast=False))
 def test_exported_graphs_decode_as_generate_whole_matrix(family, name):
     _check_programs_decode_as_generate(family, name, must_end_early=False)
+
+
+def test_beam_search_returns_the_eager_cache_though_the_steps_reorder_it():
+    """The graphs' step does beam search's cache reorder (deferred to it); the cache `generate` returns is
+    still reordered as eagerly, and ``_reorder_cache`` is the model's own again after the call."""
+    model = _ending_model("marian", "al-both-cum")
+    programs = export_graphs(model)
+    decoding = ExportedDecoding({graph: programs[graph].module() for graph in GRAPH_NAMES})
+    input_ids, attention_mask = _sources()
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6, num_beams=3)
+    kwargs |= dict(return_dict_in_generate=True)
+    with torch.inference_mode():
+        eager = model.generate(**kwargs)
+        exported = decoding.generate(model, **kwargs)
+    assert torch.equal(exported.sequences, eager.sequences)
+    eager_cache, exported_cache = (cache_tensors(out.past_key_values.self_attention_cache) for out in (eager, exported))
+    assert len(exported_cache) == len(eager_cache) > 0
+    for ours, theirs in zip(exported_cache, eager_cache):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    assert "_reorder_cache" not in vars(model)
 
 
 def test_options_the_graphs_do_not_give_decode_eagerly_and_say_so():
@@ -204,8 +225,9 @@ def _edit_manifest(folder, **changes):
         (lambda folder: (export_dir(folder, "fp32") / MANIFEST).write_text("{", encoding="utf-8"), "is damaged"),
         (lambda folder: _edit_config(folder, attention_link_mode="previous"), "weights or configuration changed"),
         (lambda folder: _edit_manifest(folder, packages={"first_step": "", "later_step": ""}), "an earlier hf_graphtf"),
+        (lambda folder: _edit_manifest(folder, graph_layout=2), "an earlier hf_graphtf (layout 2)"),
     ],
-    ids=["torch", "cpu", "damaged", "missing", "manifest", "configuration", "layout"],
+    ids=["torch", "cpu", "damaged", "missing", "manifest", "configuration", "graphs", "layout"],
 )
 def test_a_package_that_does_not_fit_decodes_eagerly_and_says_why(exported, tmp_path, spoil, said):
     folder = _copy(exported[0], tmp_path)
