@@ -6,7 +6,8 @@ first step is one with an empty cache). Each graph runs the model's own modules,
 exports as it decodes eagerly: nothing of the method is written again here. The caches go in and out as flat
 lists of tensors, one key and one value tensor per layer, and are made into Transformers' cache inside the
 graph (`transformers_seam`'s `filled_decoder_cache`). Each weight is in one graph only, so a package that
-carries its weights (int8) stores them once.
+carries its weights (int8) stores them once; the tokens come in as their embeddings, looked up from the
+loaded model, so the embedding table is in none.
 
 Batch rows, source length and cache length stay variable (`dynamic_shapes`), so one build serves every
 batch and sentence length.
@@ -14,6 +15,8 @@ batch and sentence length.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -25,31 +28,41 @@ from .transformers_seam import (
     cross_attention_projections,
     filled_decoder_cache,
     output_cache,
+    stack_token_embeddings,
 )
 
 #: the graphs of an exported model, in the order a `generate` call runs them
 GRAPH_NAMES = ("encoder", "decoder_step")
 #: what the graphs take and give; a package of another layout is refused at load (`exported_models`):
-#: 2 the encoder and one decoder step; 3 the step reorders the self-attention cache itself (``beam_idx``)
-GRAPH_LAYOUT = 3
+#: 2 the encoder and one decoder step; 3 the step reorders the self-attention cache itself (``beam_idx``);
+#: 4 both take embeddings, not token ids
+GRAPH_LAYOUT = 4
 
 
-def _decoder_step(model: nn.Module, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, cache: Any) -> Any:
+def _decoder_step(
+    model: nn.Module, tokens: dict[str, torch.Tensor], hidden: torch.Tensor, mask: torch.Tensor, cache: Any
+) -> Any:
     """One decoder step of ``model`` over ``cache`` (the call both graphs make: the encoder graph for the
-    cross-attention cache it fills, the decoder-step graph for its logits and self-attention cache)."""
-    out = model(
-        encoder_outputs=(hidden,),
-        attention_mask=mask,
-        decoder_input_ids=tokens,
-        use_cache=True,
-        **cache_kwargs(cache),
-    )
+    cross-attention cache it fills, the decoder-step graph for its logits and self-attention cache);
+    ``tokens`` holds ``decoder_input_ids`` or ``decoder_inputs_embeds``."""
+    out = model(encoder_outputs=(hidden,), attention_mask=mask, use_cache=True, **tokens, **cache_kwargs(cache))
     return out.logits, output_cache(out)
 
 
+def token_embedders(model: nn.Module) -> tuple[Callable[[torch.Tensor], torch.Tensor], ...]:
+    """What the graphs take for token ids, as two callables: the source's embeddings for the encoder graph and
+    the target's for the decoder step, each the embeddings that stack would look up itself. The graphs take
+    embeddings, not ids, so that the embedding table (fp32 in an int8 package, and shared by the encoder and
+    the decoder) is in no package: the loaded model holds it, once. The stacks are read now, so the
+    callables keep working while `generate` is handed a stand-in encoder."""
+    encoder, decoder = model.get_encoder(), model.get_decoder()
+    return functools.partial(stack_token_embeddings, encoder), functools.partial(stack_token_embeddings, decoder)
+
+
 class EncoderGraph(nn.Module):
-    """The encoder, and the cross-attention's keys and values it gives each decoder layer: source tokens and
-    their mask to the encoder's last hidden states and the flat cross-attention cache, once per sentence.
+    """The encoder, and the cross-attention's keys and values it gives each decoder layer: the source's
+    embeddings (`token_embedders`) and mask to the encoder's last hidden states and the flat
+    cross-attention cache, once per sentence.
 
     The cross cache is made by the model's own first decoder step (so a linked model stores it as it does
     eagerly, keys joined with the carried ones where its mode does that), of which only the cache is
@@ -60,9 +73,10 @@ class EncoderGraph(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        hidden = self.model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        start = input_ids.new_full((input_ids.shape[0], 1), self.model.config.decoder_start_token_id)
+    def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        hidden = self.model.get_encoder()(inputs_embeds=inputs_embeds, attention_mask=attention_mask).last_hidden_state
+        start = attention_mask.new_full((attention_mask.shape[0], 1), self.model.config.decoder_start_token_id)
+        start = {"decoder_input_ids": start}  # dead code, as the step's logits: no embedding table is kept
         _, cache = _decoder_step(self.model, start, hidden, attention_mask, filled_decoder_cache([], None))
         return (hidden, *cache_tensors(cache.cross_attention_cache))
 
@@ -71,6 +85,9 @@ class DecoderStepGraph(nn.Module):
     """A decoder step: one new token per row against the caches, to its logits and the grown
     self-attention cache (the cross-attention's tensors are read, never written). The first step is one
     with an empty self-attention cache, so every decoder weight is in this graph alone.
+
+    The new tokens come in as their embeddings (`token_embedders`); the output layer, tied to the embedding
+    table in every family, is the one use of that table here, so an int8 package holds it in int8 alone.
 
     ``beam_idx`` names, for each row, the row of the given self-attention cache it continues (beam search's
     reorder; ``arange`` where there is none): the graph gathers the cache by it as it appends the new
@@ -82,7 +99,7 @@ class DecoderStepGraph(nn.Module):
 
     def forward(
         self,
-        decoder_input_ids: torch.Tensor,
+        decoder_inputs_embeds: torch.Tensor,
         encoder_hidden_states: torch.Tensor,
         attention_mask: torch.Tensor,
         beam_idx: torch.Tensor,
@@ -90,7 +107,8 @@ class DecoderStepGraph(nn.Module):
         cross_kv: list[torch.Tensor],
     ) -> tuple[torch.Tensor, ...]:
         cache = filled_decoder_cache([tensor.index_select(0, beam_idx) for tensor in self_kv], cross_kv)
-        logits, cache = _decoder_step(self.model, decoder_input_ids, encoder_hidden_states, attention_mask, cache)
+        tokens = {"decoder_inputs_embeds": decoder_inputs_embeds}
+        logits, cache = _decoder_step(self.model, tokens, encoder_hidden_states, attention_mask, cache)
         return (logits, *cache_tensors(cache.self_attention_cache))
 
 
@@ -128,30 +146,32 @@ def graph_inputs(model: nn.Module) -> dict[str, tuple[nn.Module, tuple[Any, ...]
     config = model.config
     longest = int(getattr(config, "max_position_embeddings", 1024) or 1024)
     rows = Dim("rows", min=1, max=65536)
-    source = Dim("source", min=1, max=longest)
+    source_length = Dim("source", min=1, max=longest)
     past = Dim("past", min=0, max=longest)
     input_ids, attention_mask = _example_source(model, 4, 7)
     start = torch.full((4, 1), config.decoder_start_token_id, dtype=torch.long)
     beam_idx = torch.tensor([1, 0, 3, 2])
     encoder, step = EncoderGraph(model), DecoderStepGraph(model)
     with torch.no_grad():
-        hidden, *cross_kv = encoder(input_ids, attention_mask)
+        embed_source, embed_target = token_embedders(model)
+        source, start = embed_source(input_ids), embed_target(start)
+        hidden, *cross_kv = encoder(source, attention_mask)
         self_kv = empty_self_cache(cross_kv, rows=4)
         for _ in range(2):
             self_kv = list(step(start, hidden, attention_mask, beam_idx, self_kv, cross_kv)[1:])
-    source_shape = {0: rows, 1: source}
+    source_shape = {0: rows, 1: source_length}
     return {
-        "encoder": (encoder, (input_ids, attention_mask), {"input_ids": source_shape, "attention_mask": source_shape}),
+        "encoder": (encoder, (source, attention_mask), {"inputs_embeds": source_shape, "attention_mask": source_shape}),
         "decoder_step": (
             step,
             (start, hidden, attention_mask, beam_idx, self_kv, cross_kv),
             {
-                "decoder_input_ids": {0: rows},
+                "decoder_inputs_embeds": {0: rows},
                 "encoder_hidden_states": source_shape,
                 "attention_mask": source_shape,
                 "beam_idx": {0: rows},
                 "self_kv": [{0: rows, 2: past}] * len(self_kv),
-                "cross_kv": [{0: rows, 2: source}] * len(cross_kv),
+                "cross_kv": [{0: rows, 2: source_length}] * len(cross_kv),
             },
         ),
     }
@@ -199,4 +219,5 @@ __all__ = [
     "export_graphs",
     "graph_constants",
     "graph_inputs",
+    "token_embedders",
 ]

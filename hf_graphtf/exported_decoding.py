@@ -3,7 +3,7 @@
 `generate` keeps doing all of the search (greedy or beam, its logits processors, the length penalty, EOS and
 finished hypotheses, min and max new tokens, the model's generation config), so an exported model decodes
 exactly as the eager one decides, and only the model's forward runs elsewhere: the encoder and the decoder
-step of `export_graphs`, compiled ahead of time. Three things differ from eager decoding, none changing a
+step of `export_graphs`, compiled ahead of time. Five things differ from eager decoding, none changing a
 result:
 
 - the cross-attention's keys and values, made by the encoder graph once per sentence, stay out of
@@ -14,6 +14,8 @@ result:
   still pending when `generate` returns is done then, so the cache it returns is the eager one);
 - the first decoder step runs once per sentence, not once per beam: `generate` hands it every sentence
   repeated ``num_beams`` times, and the step's outputs are repeated instead (where the rows are the same);
+- the tokens are looked up in the model's own embedding table here, and the graphs take their embeddings
+  (`export_graphs.token_embedders`), so that no package stores that table;
 - every tensor handed to a graph is made contiguous, and of the type it was traced with, first, because a
   compiled graph assumes the strides and types it was built with and does not check them.
 
@@ -33,7 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .export_graphs import empty_self_cache
+from .export_graphs import empty_self_cache, token_embedders
 from .transformers_seam import (
     Cache,
     beam_reorders_to,
@@ -63,12 +65,19 @@ class ExportedFallbackWarning(UserWarning):
 
 
 class _ExportedEncoder(nn.Module):
-    """What `generate` gets from ``get_encoder()``: the exported encoder behind the encoder's call. Its
-    cross-attention cache goes to ``keep`` (one row per sentence), the hidden states to `generate`."""
+    """What `generate` gets from ``get_encoder()``: the exported encoder behind the encoder's call, fed the
+    source's embeddings by ``embed``. Its cross-attention cache goes to ``keep`` (one row per sentence), the
+    hidden states to `generate`."""
 
-    def __init__(self, run: Callable[..., Any], keep: Callable[[list[torch.Tensor]], None]) -> None:
+    def __init__(
+        self,
+        run: Callable[..., Any],
+        embed: Callable[[torch.Tensor], torch.Tensor],
+        keep: Callable[[list[torch.Tensor]], None],
+    ) -> None:
         super().__init__()
         self._run = run
+        self._embed = embed
         self._keep = keep
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> Any:
@@ -76,7 +85,7 @@ class _ExportedEncoder(nn.Module):
 
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        hidden, *cross_kv = self._run(input_ids.contiguous(), attention_mask.contiguous())
+        hidden, *cross_kv = self._run(self._embed(input_ids).contiguous(), attention_mask.contiguous())
         self._keep([tensor.contiguous() for tensor in cross_kv])
         return BaseModelOutput(last_hidden_state=hidden)
 
@@ -91,6 +100,7 @@ class ExportedDecoding:
         self.graphs = graphs
         self.description = description
         self._cross_kv: list[torch.Tensor] = []
+        self._embed_targets: Callable[[torch.Tensor], torch.Tensor] | None = None
         #: the reorder of the self-attention cache the next step does (None: none asked since the last step)
         self._pending_order: torch.Tensor | None = None
         self._cache: Any = None
@@ -125,7 +135,10 @@ class ExportedDecoding:
     def _bound(self, model: nn.Module) -> Iterator[None]:
         """``model``'s encoder and forward served by the graphs for the length of one call (instance
         attributes, removed after; the forward keeps its signature, which `generate` reads)."""
-        encoder = _ExportedEncoder(self.graphs["encoder"], keep=functools.partial(setattr, self, "_cross_kv"))
+        embed_source, self._embed_targets = token_embedders(model)
+        encoder = _ExportedEncoder(
+            self.graphs["encoder"], embed=embed_source, keep=functools.partial(setattr, self, "_cross_kv")
+        )
         eager_forward = model.forward
 
         @functools.wraps(eager_forward)
@@ -145,7 +158,7 @@ class ExportedDecoding:
                 self._cache.reorder_cache(self._pending_order)
         finally:
             del model.get_encoder, model.forward
-            self._cross_kv, self._pending_order, self._cache = [], None, None
+            self._cross_kv, self._pending_order, self._cache, self._embed_targets = [], None, None, None
 
     def _defer_reorder(self, cache: Cache, beam_idx: torch.Tensor) -> Cache:
         """Beam search's reorder of ``cache``, kept for the next step to do (composed with one kept before)."""
@@ -178,7 +191,7 @@ class ExportedDecoding:
         if self_cache.get_seq_length() == 0:
             outputs = self._first_step(decoder_input_ids.contiguous(), hidden, attention_mask)
         else:
-            token = decoder_input_ids[:, -1:].contiguous()
+            token = self._embed_targets(decoder_input_ids[:, -1:]).contiguous()
             past = [tensor.contiguous() for tensor in cache_tensors(self_cache)]
             order = self._pending_order
             order = torch.arange(token.shape[0], device=token.device) if order is None else order.contiguous()
@@ -206,14 +219,16 @@ class ExportedDecoding:
                 for part, whole in zip(one, (tokens, hidden, mask))
             ):
                 order = torch.arange(sentences, device=tokens.device)
+                embeds = self._embed_targets(one[0]).contiguous()
                 outputs = self.graphs["decoder_step"](
-                    *one, order, empty_self_cache(per_sentence, sentences), per_sentence
+                    embeds, *one[1:], order, empty_self_cache(per_sentence, sentences), per_sentence
                 )
                 return [tensor.repeat_interleave(copies, dim=0) for tensor in outputs]
         order = torch.arange(rows, device=tokens.device)
+        embeds = self._embed_targets(tokens).contiguous()
         return list(
             self.graphs["decoder_step"](
-                tokens, hidden, mask, order, empty_self_cache(self._cross_kv, rows), self._cross_kv
+                embeds, hidden, mask, order, empty_self_cache(self._cross_kv, rows), self._cross_kv
             )
         )
 

@@ -119,6 +119,14 @@ class ExportManifest:
         (folder / MANIFEST).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
 
 
+#: Inductor's threading for the packages' own kernels: left to itself it writes the build process's thread
+#: count into them (none at all when that is 1, as under ``OMP_NUM_THREADS=1``, a fixed one when it is not
+#: the CPU count; `codegen.cpp` ``parallel``), so a package would run as its build did, whatever
+#: ``--threads`` says. Built for every core with the count read at run time, its kernels run on the threads
+#: torch is set to (the packages share torch's OpenMP runtime).
+THREADING = {"cpp.threads": max(os.cpu_count() or 1, 2), "cpp.dynamic_threads": True}
+
+
 def torch_export_problem() -> str | None:
     """What the installed torch lacks for exported packages, or None. Probed, not read from a version: a
     package that takes the loaded model's weights needs AOTInductor's ``package_constants_in_so`` switch and
@@ -228,16 +236,19 @@ def _build(
     for index, name in enumerate(GRAPH_NAMES, 1):
         say(f"compiling the {name.replace('_', ' ')} graph ({index}/{len(GRAPH_NAMES)}) with AOTInductor")
         path = building / f"{name}.pt2"
-        if fmt.quantize_graph is None:  # the model's weights, handed over at load
-            torch._inductor.aoti_compile_and_package(
-                programs[name], package_path=str(path), inductor_configs={"aot_inductor.package_constants_in_so": False}
-            )
-        else:  # quantized weights, frozen into the graph so that the int8 GEMMs get them prepacked (the
-            # global switch: inductor_configs={"freezing": True} fails in oneDNN's qlinear prepack). Inductor
-            # freezes only with gradients off (compile_fx's inference compiler); with them on, every weight
-            # would be dequantized at each call and multiplied in fp32
-            with torch.no_grad(), torch._inductor.config.patch(freezing=True):
-                torch._inductor.aoti_compile_and_package(programs[name], package_path=str(path))
+        with torch._inductor.config.patch(THREADING):
+            if fmt.quantize_graph is None:  # the model's weights, handed over at load
+                torch._inductor.aoti_compile_and_package(
+                    programs[name],
+                    package_path=str(path),
+                    inductor_configs={"aot_inductor.package_constants_in_so": False},
+                )
+            else:  # quantized weights, frozen into the graph so that the int8 GEMMs get them prepacked (the
+                # global switch: inductor_configs={"freezing": True} fails in oneDNN's qlinear prepack). Inductor
+                # freezes only with gradients off (compile_fx's inference compiler); with them on, every weight
+                # would be dequantized at each call and multiplied in fp32
+                with torch.no_grad(), torch._inductor.config.patch(freezing=True):
+                    torch._inductor.aoti_compile_and_package(programs[name], package_path=str(path))
         packages[name] = _sha256(path)
     manifest = ExportManifest(
         dtype=dtype,

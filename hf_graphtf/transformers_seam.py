@@ -33,7 +33,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPastAndCrossAttentions
-from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+from transformers.models.marian.modeling_marian import MarianEncoder, MarianSinusoidalPositionalEmbedding
 from transformers.utils import is_torchdynamo_compiling
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
@@ -143,6 +143,19 @@ def beam_reorders_to(model: nn.Module, reorder: Callable[[Cache, torch.Tensor], 
         yield
     finally:
         del model._reorder_cache
+
+
+def stack_token_embeddings(stack: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
+    """The ``inputs_embeds`` an encoder or decoder stack makes of ``input_ids`` itself, so that handing them in
+    instead gives the same hidden states: the package's stacks say so (``token_embeddings``); a vanilla one
+    follows its ``forward`` (5.17-5.25): `MarianEncoder` scales the looked-up rows by ``embed_scale``,
+    `MarianDecoder` scales given and looked-up ones alike (so not here), and BART's and M2M100's embedding
+    modules scale inside."""
+    own = getattr(stack, "token_embeddings", None)
+    if own is not None:
+        return own(input_ids)
+    embeds = stack.embed_tokens(input_ids)
+    return embeds * stack.embed_scale if isinstance(stack, MarianEncoder) else embeds
 
 
 def cross_attention_projections(model: nn.Module) -> list[str]:
@@ -364,6 +377,7 @@ __all__ = [
     "pipeline_generate_kwargs",
     "project_qkv",
     "sdpa_attention_forward",
+    "stack_token_embeddings",
     "take_cache",
     "unsaved_trainable_parameters",
     "untested_releases",

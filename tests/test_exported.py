@@ -132,6 +132,27 @@ def test_beam_search_returns_the_eager_cache_though_the_steps_reorder_it():
     assert "_reorder_cache" not in vars(model)
 
 
+@pytest.mark.parametrize("family,name", FAST_CASES)
+def test_no_graph_looks_up_the_embedding_table(family, name):
+    """The graphs take the tokens' embeddings, looked up from the loaded model, so an int8 package does not
+    store the fp32 table (twice, the encoder's and the decoder's): no graph indexes it (the decoder step
+    still multiplies by it, as its tied output layer)."""
+    model = matrix.tiny_model(family, matrix.OPTION_MATRIX[name], dtype=torch.float32)
+    tables = {model.get_encoder().embed_tokens.weight.data_ptr(), model.get_decoder().embed_tokens.weight.data_ptr()}
+    parameters = dict(model.named_parameters(remove_duplicate=False))
+    for graph, program in export_graphs(model).items():
+        # as the compiler does: dropout (an identity here, in eval mode) counts as dead code too
+        program.graph.eliminate_dead_code(is_impure_node=lambda node: node.op in ("placeholder", "output"))
+        inputs = program.graph_signature.inputs_to_parameters
+        looked_up = [
+            inputs[node.args[0].name]
+            for node in program.graph.nodes
+            if node.target == torch.ops.aten.embedding.default and node.args[0].name in inputs
+        ]
+        tokens = [fqn for fqn in looked_up if parameters[fqn.removeprefix("model.")].data_ptr() in tables]
+        assert not tokens, f"{family} {name} {graph}: {tokens}"
+
+
 def test_options_the_graphs_do_not_give_decode_eagerly_and_say_so():
     model = _ending_model("marian", "al-both-cum")
     programs = export_graphs(model)
@@ -159,7 +180,12 @@ def exported(tmp_path_factory, tiny_tokenizer):
     model.save_pretrained(folder)
     tiny_tokenizer.save_pretrained(folder)
     lines: list[str] = []
-    export_model(folder, "fp32", progress=lines.append, command="hf-graphtf export --model DIR")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # built as under OMP_NUM_THREADS=1: the package must still run on more
+    try:
+        export_model(folder, "fp32", progress=lines.append, command="hf-graphtf export --model DIR")
+    finally:
+        torch.set_num_threads(threads)
     return folder, lines
 
 
@@ -197,6 +223,16 @@ def test_the_packages_hold_no_weights(exported):
         with zipfile.ZipFile(export_dir(folder, "fp32") / f"{graph}.pt2") as package:
             names = package.namelist()
         assert not [name for name in names if "constant" in name or "weights" in name], names
+
+
+def test_the_packages_run_on_the_threads_torch_is_set_to(exported):
+    """Their kernels are parallel with the thread count read at run time, not the build process's written in
+    (the fixture builds on one thread: built as it was, a package would stay serial under ``--threads 2``)."""
+    folder, _ = exported
+    for graph in GRAPH_NAMES:
+        with zipfile.ZipFile(export_dir(folder, "fp32") / f"{graph}.pt2") as package:
+            code = "".join(package.read(name).decode() for name in package.namelist() if name.endswith(".cpp"))
+        assert "#pragma omp parallel" in code and "num_threads(" not in code, graph
 
 
 def _copy(folder, tmp_path):
