@@ -85,10 +85,15 @@ def _sources() -> tuple[torch.Tensor, torch.Tensor]:
     return ids, (ids != matrix.PAD).long()
 
 
+def _traced_decoding(model) -> ExportedDecoding:
+    """``model``'s graphs as torch.export programs run as they are (no compiler), in an `ExportedDecoding`."""
+    programs = export_graphs(model)
+    return ExportedDecoding({graph: programs[graph].module() for graph in GRAPH_NAMES})
+
+
 def _check_programs_decode_as_generate(family: str, name: str, must_end_early: bool = True) -> None:
     model = _ending_model(family, name, must_end_early=must_end_early)
-    programs = export_graphs(model)
-    decoding = ExportedDecoding({graph: programs[graph].module() for graph in GRAPH_NAMES})
+    decoding = _traced_decoding(model)
     input_ids, attention_mask = _sources()
     ended_early = False
     for search, options in SEARCHES.items():
@@ -116,8 +121,7 @@ def test_beam_search_returns_the_eager_cache_though_the_steps_reorder_it():
     """The graphs' step does beam search's cache reorder (deferred to it); the cache `generate` returns is
     still reordered as eagerly, and ``_reorder_cache`` is the model's own again after the call."""
     model = _ending_model("marian", "al-both-cum")
-    programs = export_graphs(model)
-    decoding = ExportedDecoding({graph: programs[graph].module() for graph in GRAPH_NAMES})
+    decoding = _traced_decoding(model)
     input_ids, attention_mask = _sources()
     kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6, num_beams=3)
     kwargs |= dict(return_dict_in_generate=True)
@@ -155,8 +159,7 @@ def test_no_graph_looks_up_the_embedding_table(family, name):
 
 def test_options_the_graphs_do_not_give_decode_eagerly_and_say_so():
     model = _ending_model("marian", "al-both-cum")
-    programs = export_graphs(model)
-    decoding = ExportedDecoding({graph: programs[graph].module() for graph in GRAPH_NAMES})
+    decoding = _traced_decoding(model)
     input_ids, attention_mask = _sources()
     kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6)
     with pytest.warns(ExportedFallbackWarning, match="output_attentions"):
