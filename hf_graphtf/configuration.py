@@ -5,8 +5,9 @@ the same way. Validation raises a plain `ValueError` naming the field, the value
 because that is what a user catches and reads; the `@strict` type checks of the parent configs raise a
 different exception type, so the new fields are deliberately kept out of them (annotated `Any`).
 
-This module travels with saved checkpoints (``trust_remote_code``): it imports only Transformers, the
-fusion registry (torch) and the link-mode registry.
+This module travels with saved checkpoints (``trust_remote_code``): it imports only Transformers (and
+huggingface_hub's ``strict``, as Transformers' configs do), the fusion registry (torch) and the link-mode
+registry.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from huggingface_hub.dataclasses import strict
 from transformers import BartConfig, M2M100Config, MarianConfig
 
 from .graph_fusions import FUSIONS
@@ -107,8 +109,8 @@ ATTENTION_LINK_GATES = _BY_NAME["attention_link_gate"].choices
 def validate_graph_options(config: Any) -> None:
     """Raise a `ValueError` naming the field if any graph or link option is invalid, or two do not combine.
 
-    The config classes are its one caller (`GraphOptionsMixin`): at construction, and when an option or a
-    size it depends on is set afterwards, so a model built from a config can take its options as valid.
+    The config classes call it (`GraphOptionsMixin.validate_graph_config`): at construction, when a model is
+    built from the config and when the config is saved.
     """
     name = type(config).__name__
     for option in GRAPH_OPTIONS:
@@ -186,27 +188,29 @@ def options_docstring(options: tuple[GraphOption, ...] = GRAPH_OPTIONS) -> str:
     return "\n".join(lines)
 
 
-#: the fields whose assignment after construction re-validates the config: the options and the sizes and
-#: rates their checks read
+#: the option fields and the sizes and rates their checks read: what a config validates at construction, and
+#: what `from_dict` builds in at construction rather than setting afterwards
 VALIDATED_FIELDS = frozenset({option.name for option in GRAPH_OPTIONS} | set(POSITIVE_SIZE_FIELDS) | set(RATE_FIELDS))
-#: set in a config's ``__dict__`` once it has been validated; not serialised
-_VALIDATED = "_graph_options_validated"
 
 
 class GraphOptionsMixin:
     """Option handling shared by the family configs: the one owner of the options' validation.
 
     Each config class declares the option fields, as a `PretrainedConfig` subclass declares its own (a test
-    keeps them equal to `GRAPH_OPTIONS`, where each option's default, choices and help are defined);
-    `__init_subclass__` appends their ``Args:`` entries to its docstring.
+    keeps them equal to `GRAPH_OPTIONS`, where each option's default, choices and help are defined), and is a
+    ``@strict`` dataclass as Transformers' configs are; `__init_subclass__` appends the options' ``Args:``
+    entries to its docstring.
 
-    The config validates its options once, at construction, and again only when one of
-    `VALIDATED_FIELDS` is set afterwards (a refused assignment leaves the config as it was). That is what
-    `__setattr__` is for: huggingface_hub's ``@strict`` field validators, which the parent configs use, see
-    one value, not the config (``d_model`` against the heads, a graph option against the family), and raise
-    their own error type rather than the `ValueError` naming the field that users catch. Options
-    that depend on each other change together through ``config.update({...})``, validated once after
-    all are set. A config is therefore always valid, and the models read it without checking again.
+    The options are validated where Transformers validates a config, with a plain `ValueError` naming the field
+    (what users catch; huggingface_hub's ``@strict`` field validators see one value, not the config, and raise
+    their own error type, so the option fields are annotated `Any` and left to these checks):
+
+    * at construction (`__post_init__`), so a recipe or a checkpoint with a bad or unknown value is refused
+      where it is read;
+    * when a model is built from the config (`GraphPreTrainedMixin.__init__`), which catches a field set
+      after construction, as a plain attribute, before any weight exists;
+    * when the config is saved (`validate_graph_config`, a ``@strict`` class validator, which Transformers'
+      `save_pretrained` runs), so no checkpoint carries an invalid combination.
     """
 
     def __init_subclass__(cls, **kwargs):
@@ -223,45 +227,13 @@ class GraphOptionsMixin:
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
+        self.validate_graph_config()
+
+    def validate_graph_config(self) -> None:
+        """Raise a `ValueError` naming the field if a size, a rate or an option is invalid, or two options do not
+        combine (`validate_sizes`, `validate_graph_options`)."""
         validate_sizes(self)
         validate_graph_options(self)
-        self.__dict__[_VALIDATED] = True
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in VALIDATED_FIELDS and self.__dict__.get(_VALIDATED):
-            self.update({name: value})
-        else:
-            super().__setattr__(name, value)
-
-    def update(self, config_dict: dict[str, Any]) -> None:
-        """Set the fields of `config_dict`, then validate once if an option or a size changed; on a refusal
-        every field keeps its former value."""
-        if not self.__dict__.get(_VALIDATED):  # still being built: `__post_init__` validates
-            super().update(config_dict)
-            return
-        missing = object()
-        former = {name: getattr(self, name, missing) for name in config_dict}
-        self.__dict__[_VALIDATED] = False  # plain assignments while the fields change
-        try:
-            super().update(config_dict)
-            # (Transformers' own copies set sizes to the values they already have: nothing to validate)
-            if any(name in VALIDATED_FIELDS and former[name] != value for name, value in config_dict.items()):
-                validate_sizes(self)
-                validate_graph_options(self)
-        except Exception:
-            for name, value in former.items():
-                if value is missing:
-                    self.__dict__.pop(name, None)
-                else:
-                    super().__setattr__(name, value)
-            raise
-        finally:
-            self.__dict__[_VALIDATED] = True
-
-    def to_dict(self) -> dict[str, Any]:
-        output = super().to_dict()
-        output.pop(_VALIDATED, None)
-        return output
 
     @property
     def links_encoder(self) -> bool:
@@ -295,6 +267,7 @@ class GraphOptionsMixin:
         return super().from_dict(config_dict, **kwargs)
 
 
+@strict
 class GraphMarianConfig(GraphOptionsMixin, MarianConfig):
     r"""`MarianConfig` plus the graph-group attention and attention-link options (their entries below come
     from `GRAPH_OPTIONS`).
@@ -315,6 +288,7 @@ class GraphMarianConfig(GraphOptionsMixin, MarianConfig):
     graph_shared_qkv: Any = False
 
 
+@strict
 class GraphBartConfig(GraphOptionsMixin, BartConfig):
     r"""`BartConfig` plus the graph-group attention and attention-link options."""
 
@@ -333,6 +307,7 @@ class GraphBartConfig(GraphOptionsMixin, BartConfig):
     graph_shared_qkv: Any = False
 
 
+@strict
 class GraphM2M100Config(GraphOptionsMixin, M2M100Config):
     r"""`M2M100Config` (the architecture of NLLB-200) plus the attention-link options.
 

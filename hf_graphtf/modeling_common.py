@@ -88,8 +88,9 @@ class GraphPreTrainedMixin(LinkGateInitMixin):
     """Builds each module once, and describes the model to engines truthfully.
 
     * ``__init__`` runs `PreTrainedModel.__init__` only: each Graph* class builds its own modules (the
-      vanilla ones where an option is off), so nothing is built and thrown away. The options are the
-      config's, which validated them (`GraphOptionsMixin`): the model reads them as they are. A
+      vanilla ones where an option is off), so nothing is built and thrown away. It first has the config
+      validate its sizes and options (`GraphOptionsMixin.validate_graph_config`; a field set after the
+      config was built is checked here, before any weight exists); the modules then read them as they are. A
       ``config.gradient_checkpointing = True`` is taken by the outermost model and turned on for every
       layer once all modules exist.
     * ``_no_split_modules`` names the layer classes actually built (FSDP's transformer-based wrap
@@ -106,6 +107,7 @@ class GraphPreTrainedMixin(LinkGateInitMixin):
     _warned_frozen_additions = False
 
     def __init__(self, config, *args, **kwargs):
+        config.validate_graph_config()
         self._requested_checkpointing = bool(getattr(config, "gradient_checkpointing", False))
         if self._requested_checkpointing:
             delattr(config, "gradient_checkpointing")  # consumed here, not by the first sub-stack built

@@ -17,6 +17,7 @@ from model_matrix import (
     tiny_model,
 )
 
+from hf_graphtf.configuration import GRAPH_OPTIONS
 from hf_graphtf.families import FAMILIES as MODEL_FAMILIES
 from hf_graphtf.self_check import reference as ref
 from hf_graphtf.self_check import spec_pairs
@@ -287,9 +288,9 @@ def test_graph_attention_is_refused_for_pre_ln_families():
             with pytest.raises(ValueError, match=r"graph_attention=True .* post-LN .* pre-LN"):
                 tiny_config(family, {"graph_attention": True, "graph_fusion": fusion})
         config = tiny_config(family)
+        config.graph_attention = True  # set after construction: refused when a model is built from it
         with pytest.raises(ValueError, match="graph_attention"):
-            config.graph_attention = True  # set after construction: refused by the config, which stays valid
-        assert config.graph_attention is False
+            FAMILIES[family][1](config)
 
 
 def test_half_dim_needs_divisible_heads(graph_family):
@@ -297,31 +298,40 @@ def test_half_dim_needs_divisible_heads(graph_family):
         tiny_config(graph_family, {"graph_attention": True, "graph_half_dim": True}, encoder_attention_heads=16)
 
 
-def test_option_changed_after_construction_is_refused_by_the_config(family):
-    """The config owns its options: an assignment is validated, a refused one changes nothing, and options that
-    depend on each other change together through `update`, so a model can take its config as valid."""
-    config = tiny_config(family)
-    with pytest.raises(ValueError, match="graph_fusion"):
-        config.graph_fusion = "avg"
-    assert config.graph_fusion == "gate"
-    with pytest.raises(ValueError, match="encoder_attention_heads"):
-        config.d_model = 15  # a size an option's check reads is validated the same way
-    assert config.d_model == 16
-    if MODEL_FAMILIES[family].supports_graph_attention:
-        config.attention_link = "both"
-        with pytest.raises(ValueError, match="cannot be combined"):
-            config.graph_attention = True
-        with pytest.raises(ValueError, match="cannot be combined"):
-            config.update({"graph_attention": True, "graph_fusion": "sum"})
-        assert (config.attention_link, config.graph_attention, config.graph_fusion) == ("both", False, "gate")
-        config.update({"attention_link": "decoder", "graph_attention": True})
-        assert "graph_options_validated" not in config.to_json_string()
+def test_option_set_after_construction_is_refused_before_a_model_or_checkpoint_exists(family, tmp_path):
+    """An option or a size set on a built config is a plain attribute, as in Transformers' configs; building a
+    model from it or saving it validates it, with the `ValueError` naming the field that construction raises."""
+    from huggingface_hub.errors import StrictDataclassClassValidationError
+
     _, model_class = FAMILIES[family]
-    model_class(config)
+    config = tiny_config(family)
+    config.graph_fusion = "avg"
+    with pytest.raises(ValueError, match="graph_fusion"):
+        model_class(config)
+    with pytest.raises(StrictDataclassClassValidationError, match="graph_fusion must be one of") as info:
+        config.save_pretrained(tmp_path)  # Transformers' `save_pretrained` runs the `@strict` class validators
+    assert isinstance(info.value.__cause__, ValueError) and not (tmp_path / "config.json").exists()
+    config.graph_fusion = "gate"
+    config.d_model = 15  # a size an option's check reads is validated the same way
+    with pytest.raises(ValueError, match="encoder_attention_heads"):
+        model_class(config)
+    config.d_model = 16
+    if MODEL_FAMILIES[family].supports_graph_attention:
+        config.attention_link, config.graph_attention = "both", True
+        with pytest.raises(ValueError, match="cannot be combined"):
+            model_class(config)
+        config.attention_link = "decoder"
+    model = model_class(config)
+    model.save_pretrained(tmp_path)
+    loaded = model_class.from_pretrained(tmp_path).config
+    assert {option.name: getattr(loaded, option.name) for option in GRAPH_OPTIONS} == {
+        option.name: getattr(config, option.name) for option in GRAPH_OPTIONS
+    }
 
 
-def test_an_option_is_validated_once_from_recipe_to_model(tmp_path, monkeypatch):
-    """Followed from a recipe to the built model, the options are validated once, by the config."""
+def test_an_option_is_validated_where_the_recipe_is_read_and_where_the_model_is_built(tmp_path, monkeypatch):
+    """Followed from a recipe to the built model, a bad option is refused as the recipe is read, before a corpus
+    or a tokenizer is touched, and the built model's config is validated again."""
     from hf_graphtf import configuration
     from hf_graphtf.training import models, parse_recipe_args
 
@@ -331,17 +341,23 @@ def test_an_option_is_validated_once_from_recipe_to_model(tmp_path, monkeypatch)
         configuration, "validate_graph_options", lambda config: calls.append(config) or validate(config)
     )
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(
-        "attention_link: both\nd_model: 16\nencoder_layers: 2\ndecoder_layers: 2\nencoder_attention_heads: 2\n"
+    sizes = (
+        "d_model: 16\nencoder_layers: 2\ndecoder_layers: 2\nencoder_attention_heads: 2\n"
         "decoder_attention_heads: 2\nencoder_ffn_dim: 32\ndecoder_ffn_dim: 32\nmax_position_embeddings: 256\n"
         f"corpus: {tmp_path}\noutput_dir: {tmp_path / 'run'}\ndo_train: true\n"
     )
+    recipe.write_text("attention_link: every\n" + sizes)
+    with pytest.raises(ValueError, match="attention_link must be one of"):
+        parse_recipe_args([str(recipe)])
+    recipe.write_text("attention_link: both\n" + sizes)
+    calls.clear()
     model_args, data_args, training_args = parse_recipe_args([str(recipe)])
+    assert calls  # by the config built as the recipe is read
     tokenizer = type(
         "Tokenizer", (), {"pad_token_id": 0, "eos_token_id": 2, "bos_token_id": 1, "__len__": lambda _: 40}
     )()
     model = models.build_model(model_args, data_args, training_args, tokenizer)
-    assert len(calls) == 1 and model.config.attention_link == "both" and model.config.vocab_size == 40
+    assert calls[-1] is model.config and model.config.attention_link == "both" and model.config.vocab_size == 40
 
 
 def test_other_model_type_checkpoint_is_refused(family, tmp_path):
