@@ -271,16 +271,18 @@ def test_translation_speed_runs_compiled_translation_end_to_end_with_the_cache_e
 
     monkeypatch.setattr(speed, "timed_child", child)
     argv = ["--size", "tiny", "--vocab", "64", "--threads", "1", "--cli-lines", "4", "--end-to-end-only"]
-    speed.main([*argv, "--modes", "bf16", "--compiled", "bf16"])
+    speed.main([*argv, "--modes", "bf16", "--compiled", "bf16", "--cli-beams", "4"])
     out = capsys.readouterr().out
     assert "Transformers MarianMTModel" not in out  # no generate table
-    names = [row[0] for row in _table_rows(out)]
+    names = [row[2] for row in _table_rows(out) if len(row) == 7]
     assert names == [
         "hf-graphtf translate, linked, --dtype bf16",
         "hf-graphtf translate, linked, --dtype bf16 --compile on, compiler cache empty",
         "hf-graphtf translate, linked, --dtype bf16 --compile on, compiler cache filled",
     ]
-    (eager, _), (cold, cold_env), (warm, warm_env) = children
+    (eager, _), (cold, cold_env), (warm, warm_env), (start_up, _) = children  # the start-up: not compiled
+    assert "--compile" not in start_up and "one-line" in start_up[start_up.index("--input") + 1]
+    assert "Start-up: the same commands on a one-line file" in out
     assert "--compile" not in eager and cold == warm and cold[cold.index("--compile") + 1] == "on"
     cache = Path(cold_env["TORCHINDUCTOR_CACHE_DIR"])
     assert cold_env == warm_env and not cache.exists()  # fresh: nothing there before the first run

@@ -21,7 +21,8 @@ Two parts:
   decoded through its packages (``translate --engine exported``); the build is timed apart, once.
 - **end to end** (``--cli-lines``): a text file through ``hf-graphtf translate`` in a child process, load
   time included, against a CTranslate2 script doing the same (load, tokenize, translate, detokenize,
-  write); target tokens per second of the child's CPU time (``--clock cpu``) or wall time.
+  write), at each of ``--threads`` and ``--cli-beams``; target tokens per second of the child's CPU time
+  (``--clock cpu``) or wall time. Each command also runs on a one-line file: its start-up.
 
 Models have random weights at a pretrained checkpoint's shape, with opus-mt's special tokens (``</s>``
 first, ``<pad>`` last and the decoder's start), and a word-level tokenizer over the vocabulary, so that
@@ -197,49 +198,83 @@ def timed_child(command: list[str], clock: str, env: dict[str, str] | None = Non
     return cpu if clock == "cpu" else wall
 
 
-def end_to_end(args, shape: Shape, folders: dict[str, Path], ct2: dict[str, Path], work: Path) -> list[list[str]]:
+def end_to_end(
+    args, shape: Shape, folders: dict[str, Path], ct2: dict[str, Path], work: Path
+) -> tuple[list[list[str]], list[list[str]]]:
     """``--cli-lines`` lines through ``hf-graphtf translate`` (linked model, each format; with ``--compiled``,
     each compiled format twice: with torch's compiler cache empty, then filled by that first run, as a user's
-    second file finds it) and through CTranslate2 (vanilla weights), load included; target tokens/s."""
+    second file finds it) and through CTranslate2 (vanilla weights), load included, at each thread count and
+    each of ``--cli-beams``: the rows of target tokens/s. And the start-up rows: each (not compiled) command on
+    a one-line file, at each thread count (imports, load and one sentence: what a file of any size pays
+    once)."""
     generator = torch.Generator().manual_seed(args.seed + 1)
-    source = work / "source.txt"
+    source, one_line = work / "source.txt", work / "one-line.txt"
     lines = []
     for _ in range(args.cli_lines):
         length = int(torch.randint(args.length // 2, args.length * 3 // 2, (1,), generator=generator))
         words = torch.randint(2, shape.vocab - 1, (length,), generator=generator).tolist()
         lines.append(" ".join(f"w{word}" for word in words))
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    common = ["--beam-size", str(args.cli_beams), "--max-new-tokens", str(args.new_tokens)]
-    common += ["--batch-size", str(args.batch_size), "--quiet", "--input", str(source)]
-    rows = []
-    threads = args.threads[0]
-    jobs: list[tuple[str, list[str], Path, dict[str, str]]] = []
+    one_line.write_text(lines[0] + "\n", encoding="utf-8")
+    rows, startup = [], []
+    for threads in args.threads:
+        for beams in args.cli_beams:
+            search = "greedy" if beams == 1 else f"beam {beams}"
+            timed = [
+                (name, *_timed_job(args, command, output, env))
+                for name, command, output, env in _end_to_end_jobs(args, folders, ct2, work, source, threads, beams)
+            ]
+            ct2_int8 = next(
+                (rate for name, _, _, rate in timed if name.startswith("CTranslate2") and "int8" in name), None
+            )
+            for name, produced, seconds, rate in timed:
+                versus = "–" if ct2_int8 is None else f"{rate / ct2_int8:.2f}x"
+                cells = [str(threads), search, name, f"{produced:,}", f"{seconds:.1f}", f"{rate:.0f}", versus]
+                rows.append(cells)
+                print("end to end: " + " | ".join(cells), file=sys.stderr, flush=True)  # a run cut short keeps it
+        jobs = _end_to_end_jobs(args, folders, ct2, work, one_line, threads, args.cli_beams[0])
+        for name, command, output, env in jobs:
+            if "--compile" not in command:
+                startup.append([str(threads), name, f"{_timed_job(args, command, output, env)[1]:.1f}"])
+    return rows, startup
+
+
+def _timed_job(args, command: list[str], output: Path, env: dict[str, str]) -> tuple[int, float, float]:
+    """Target tokens a child wrote (one word-level token per word), its seconds and its target tokens/s."""
+    seconds = timed_child(command, args.clock, env)
+    produced = len(output.read_text(encoding="utf-8").split())
+    return produced, seconds, produced / seconds
+
+
+def _end_to_end_jobs(
+    args, folders: dict[str, Path], ct2: dict[str, Path], work: Path, source: Path, threads: int, beams: int
+) -> list[tuple[str, list[str], Path, dict[str, str]]]:
+    """The end-to-end commands on ``source`` at one thread count and beam size: (name, command, output, env)."""
+    common = ["--beam-size", str(beams), "--max-new-tokens", str(args.new_tokens)]
+    common += ["--batch-size", str(args.batch_size), "--quiet", "--input", str(source), "--threads", str(threads)]
     translate = [sys.executable, "-m", "hf_graphtf.cli", "translate", "--model", str(folders["linked"]), *common]
+    jobs: list[tuple[str, list[str], Path, dict[str, str]]] = []
     for mode in args.modes:
         output = work / f"out-{mode}.txt"
-        command = [*translate, "--threads", str(threads), "--dtype", mode, "--engine", "eager", "--output", str(output)]
+        command = [*translate, "--dtype", mode, "--engine", "eager", "--output", str(output)]
         jobs.append((f"hf-graphtf translate, linked, --dtype {mode}", command, output, {}))
     for mode in args.exported:
         output = work / f"out-{mode}-exported.txt"
-        command = [*translate, "--threads", str(threads), "--dtype", mode, "--engine", "exported"]
-        command += ["--output", str(output)]
+        command = [*translate, "--dtype", mode, "--engine", "exported", "--output", str(output)]
         jobs.append((f"hf-graphtf translate, linked, --dtype {mode} --engine exported", command, output, {}))
     for mode in args.compiled:
-        cache = {"TORCHINDUCTOR_CACHE_DIR": str(work / f"compiler-cache-{mode}")}  # empty until the first run
+        # one compiler cache per mode, thread count and beam size, empty until its first run
+        cache = {"TORCHINDUCTOR_CACHE_DIR": str(work / f"compiler-cache-{mode}-{threads}-{beams}")}
         output = work / f"out-{mode}-compiled.txt"
-        command = [*translate, "--threads", str(threads), "--dtype", mode, "--compile", "on", "--output", str(output)]
+        command = [*translate, "--dtype", mode, "--compile", "on", "--output", str(output)]
         for state in ("compiler cache empty", "compiler cache filled"):
             jobs.append((f"hf-graphtf translate, linked, --dtype {mode} --compile on, {state}", command, output, cache))
     for quantization, folder in ct2.items():
         output = work / f"ct2-{quantization}.txt"
         command = [sys.executable, "-c", CT2_SCRIPT, str(folder), str(folders["vanilla"]), str(source), str(output)]
-        command += [str(args.cli_beams), str(args.new_tokens), str(threads), str(args.batch_size)]
+        command += [str(beams), str(args.new_tokens), str(threads), str(args.batch_size)]
         jobs.append((f"CTranslate2 {ctranslate2_version()}, vanilla weights, {quantization}", command, output, {}))
-    for name, command, output, env in jobs:
-        seconds = timed_child(command, args.clock, env)
-        produced = len(output.read_text(encoding="utf-8").split())  # one word-level token per word
-        rows.append([name, f"{produced:,}", f"{seconds:.1f}", f"{produced / seconds:.0f}"])
-    return rows
+    return jobs
 
 
 def ctranslate2_version() -> str:
@@ -292,7 +327,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     parser.add_argument("--cli-lines", type=int, default=0, help="lines of the end-to-end part (0: none)")
-    parser.add_argument("--cli-beams", type=int, default=4)
+    parser.add_argument(
+        "--cli-beams", type=positive_ints, default="4,1", help="comma-separated beam sizes of the end-to-end part"
+    )
     parser.add_argument(
         "--end-to-end-only", action="store_true", help="only the end-to-end part (with --cli-lines): no generate table"
     )
@@ -419,9 +456,8 @@ def measure(args: argparse.Namespace, work: Path) -> None:
         "steps": f"{args.warmup} warm-up + {args.steps} measured calls per system, interleaved; medians",
         "clock": CLOCK_TEXT[args.clock],
     }
-    e2e = end_to_end(args, shape, folders, ct2, work) if args.cli_lines else []  # before the header: its run time
-    if args.end_to_end_only:
-        torch.set_num_threads(args.threads[0])  # the header says the children's threads
+    e2e, startup = end_to_end(args, shape, folders, ct2, work) if args.cli_lines else ([], [])  # before the header
+    if args.end_to_end_only:  # (each row says its children's threads)
         settings = {key: value for key, value in settings.items() if key in ("model", "systems")}
     print(header("Translation speed beside CTranslate2", settings, args.device, start))
     if rows:
@@ -445,13 +481,23 @@ def measure(args: argparse.Namespace, work: Path) -> None:
     if args.cli_lines:
         print()
         print(
-            f"End to end, {args.cli_lines} lines ({args.length // 2}-{args.length * 3 // 2 - 1} words), beam "
-            f"{args.cli_beams}, up to {args.new_tokens} new tokens, {args.threads[0]} thread(s), batches of "
-            f"{args.batch_size}, load time included; {CLOCK_TEXT[args.clock]} of the child process:"
+            f"End to end, {args.cli_lines} lines ({args.length // 2}-{args.length * 3 // 2 - 1} words), up to "
+            f"{args.new_tokens} new tokens, batches of {args.batch_size}, load time included; "
+            f"{CLOCK_TEXT[args.clock]} of the child process:"
         )
         print()
-        print(table(["system", "target tokens", "seconds", "target tokens/s"], e2e))
-        records += [{"end_to_end": row[0], "tokens": row[1], "seconds": row[2]} for row in e2e]
+        columns = ["threads", "search", "system", "target tokens", "seconds", "target tokens/s", "vs CTranslate2 int8"]
+        print(table(columns, e2e))
+        print()
+        search = "greedy" if args.cli_beams[0] == 1 else f"beam {args.cli_beams[0]}"
+        print(f"Start-up: the same commands on a one-line file ({search}; imports, load and one sentence), seconds:")
+        print()
+        print(table(["threads", "system", "seconds"], startup))
+        records += [
+            {"end_to_end": row[2], "threads": int(row[0]), "search": row[1], "tokens": row[3], "seconds": row[4]}
+            for row in e2e
+        ]
+        records += [{"start_up": row[1], "threads": int(row[0]), "seconds": row[2]} for row in startup]
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
 
