@@ -261,8 +261,9 @@ class GraphOptionsMixin:
                 f"{cls.model_type!r} and vanilla {cls.vanilla_model_type!r} checkpoints only. Use the matching "
                 "class or AutoModelForSeq2SeqLM."
             )
-        # Options given as keyword arguments are built in with the rest, so that the config validates them
-        # together, once (Transformers' `from_dict` would set them one by one after construction).
+        # Options given as keyword arguments are built in with the rest, so that construction validates them
+        # together with the checkpoint's sizes (Transformers' `from_dict` would set them after construction, as
+        # plain attributes that only a model build or a save checks).
         config_dict = {**config_dict, **{name: kwargs.pop(name) for name in list(kwargs) if name in VALIDATED_FIELDS}}
         return super().from_dict(config_dict, **kwargs)
 
