@@ -80,10 +80,22 @@ def model_digest(model_dir: str | os.PathLike[str]) -> str:
 
 def cpu_instruction_set() -> str:
     """The CPU vector instruction set AOTInductor compiles for on this host, as its packages record it
-    (``AVX512 AVX512_VNNI``, ``AVX2``)."""
-    from torch._inductor.cpu_vec_isa import pick_vec_isa
+    (``AVX512 AVX512_VNNI``, ``AVX2``).
 
-    return str(pick_vec_isa()).upper()
+    Read from the CPU's features, as Inductor's ``cpu_vec_isa.valid_vec_isa_list`` reads them on x86
+    (``x86_isa_checker``, over ``supported_vec_isa_list`` best first), without the test compilation
+    ``pick_vec_isa`` adds: that runs a compiler and a probe process per instruction set, seconds at every
+    load. Elsewhere, and where ``ATEN_CPU_CAPABILITY`` chooses, Inductor's own ``pick_vec_isa`` answers."""
+    import platform
+
+    from torch._inductor import cpu_vec_isa
+
+    if platform.machine() in ("x86_64", "AMD64") and not os.environ.get("ATEN_CPU_CAPABILITY"):
+        features = set(cpu_vec_isa.x86_isa_checker())
+        for isa in cpu_vec_isa.supported_vec_isa_list:
+            if set(str(isa).split()) <= features:
+                return str(isa).upper()
+    return str(cpu_vec_isa.pick_vec_isa()).upper()
 
 
 @dataclass

@@ -27,6 +27,7 @@ from .modeling_common import (
     StackClasses,
     register_family,
 )
+from .transformers_seam import MarianPositionTable
 
 
 class LinkedMarianAttention(LinkedAttentionMixin, vanilla.MarianAttention):
@@ -71,9 +72,7 @@ def _marian_stack_embeddings(stack: nn.Module, config: GraphMarianConfig, vocab_
     """The embedding modules of `MarianEncoder`/`MarianDecoder`, in their order."""
     stack.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
     stack.embed_tokens = nn.Embedding(vocab_size, config.d_model, config.pad_token_id)
-    stack.embed_positions = vanilla.MarianSinusoidalPositionalEmbedding(
-        config.max_position_embeddings, config.d_model, config.pad_token_id
-    )
+    stack.embed_positions = MarianPositionTable(config.max_position_embeddings, config.d_model, config.pad_token_id)
 
 
 class GraphMarianEncoder(GraphEncoderMixin, vanilla.MarianEncoder):

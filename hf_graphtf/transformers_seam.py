@@ -269,6 +269,26 @@ def compiled_decoding_refusal(model_type: str, installed: str = transformers.__v
 COMPUTED_POSITION_TABLES: tuple[type[nn.Module], ...] = (MarianSinusoidalPositionalEmbedding,)
 
 
+class MarianPositionTable(MarianSinusoidalPositionalEmbedding):
+    """Marian's sinusoidal position table, computed as `MarianSinusoidalPositionalEmbedding.create_weight`
+    (5.x) computes it, value for value, but without its Python loop over every (position, feature) pair: a
+    table is computed at every load (`COMPUTED_POSITION_TABLES`), and that loop was a second or more of
+    each ``from_pretrained`` of an opus-mt-sized model. The per-feature divisors are the same scalar powers,
+    the division the same float64 one, so the table is bit-identical (a test compares the two)."""
+
+    def create_weight(self) -> torch.Tensor:
+        import numpy as np
+
+        n_pos, dim = self.weight.shape
+        divisors = np.array([np.power(10000, 2 * (j // 2) / dim) for j in range(dim)])
+        position_enc = np.arange(n_pos, dtype=np.float64)[:, None] / divisors[None, :]
+        out = torch.empty(n_pos, dim, dtype=self.weight.dtype, requires_grad=False)
+        sentinel = dim // 2 if dim % 2 == 0 else (dim // 2) + 1
+        out[:, 0:sentinel] = torch.FloatTensor(np.sin(position_enc[:, 0::2]))
+        out[:, sentinel:] = torch.FloatTensor(np.cos(position_enc[:, 1::2]))
+        return out
+
+
 def keep_computed_positions_frozen(module: nn.Module) -> None:
     """Freeze `module`'s table again if it is a computed one (`COMPUTED_POSITION_TABLES`); called from the
     models' `_init_weights`, where loading computes the table.
@@ -357,6 +377,7 @@ __all__ = [
     "Cache",
     "GradientCheckpointingLayer",
     "LOWEST_TESTED",
+    "MarianPositionTable",
     "NEWEST_TESTED",
     "OutputRecorder",
     "beam_reorders_to",

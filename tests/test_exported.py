@@ -26,6 +26,7 @@ from hf_graphtf.exported_models import (
     MANIFEST,
     ExportError,
     ExportManifest,
+    cpu_instruction_set,
     export_dir,
     export_model,
     exportable_formats,
@@ -280,6 +281,14 @@ def test_a_package_that_does_not_fit_decodes_eagerly_and_says_why(exported, tmp_
     assert translations == _translations(folder, "eager")[0]
     with pytest.raises(ExportError, match="engine 'exported' asked for"):
         load_model(str(folder), "cpu", "fp32", engine="exported")
+
+
+def test_the_cpu_check_names_the_instruction_set_inductor_compiles_for():
+    """Loading reads the CPU's features instead of test-compiling as Inductor does (seconds at each load): both
+    must name the same instruction set, or every package would be refused as built for another CPU."""
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    assert cpu_instruction_set() == str(pick_vec_isa()).upper()
 
 
 def test_the_command_line_exports_and_translates_with_the_package(exported, tmp_path, capsys):

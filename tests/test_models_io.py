@@ -208,3 +208,31 @@ def test_graph_gates_output(family, options):
     torch.testing.assert_close(full.logits, plain.logits)
     as_tuple = model(**_inputs(), output_graph_gates=True, return_dict=False)
     assert isinstance(as_tuple, tuple)
+
+
+@pytest.mark.parametrize("positions, dim", [(1024, 512), (40, 7), (3, 2)])
+def test_marians_position_table_is_transformers_own_bit_for_bit(positions, dim):
+    """Loading computes Marian's table again each time (it is never saved); ours computes it without the
+    Python loop, and must give exactly the table Transformers' own code gives."""
+    from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+
+    from hf_graphtf.transformers_seam import MarianPositionTable
+
+    ours = MarianPositionTable(positions, dim).create_weight()
+    transformers_own = MarianSinusoidalPositionalEmbedding(positions, dim).create_weight()
+    assert ours.dtype == transformers_own.dtype
+    assert torch.equal(ours, transformers_own)
+
+
+def test_a_loaded_marian_model_uses_the_fast_table_and_has_transformers_values(tmp_path):
+    from transformers import MarianMTModel
+
+    from hf_graphtf.transformers_seam import MarianPositionTable
+
+    tiny_model("marian", OPTION_MATRIX["al-both-cum"]).save_pretrained(tmp_path)
+    ours = AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+    transformers_own = MarianMTModel.from_pretrained(tmp_path)
+    for stack in ("encoder", "decoder"):
+        table = getattr(ours.model, stack).embed_positions
+        assert isinstance(table, MarianPositionTable)
+        assert torch.equal(table.weight, getattr(transformers_own.model, stack).embed_positions.weight)
