@@ -334,11 +334,9 @@ def _load_package(path: Path, constants: dict[str, Any], attempts: int = 2) -> A
     has now and then failed reading one of the files it had just unpacked as empty JSON (torch 2.13, in this
     package's tests; the cause is torch's), so a failed load is tried once more; a package that fails twice
     is damaged, whatever its digest says."""
-    import torch
-
     for attempt in range(1, attempts + 1):
         try:
-            runner = torch._inductor.aoti_load_package(str(path))
+            runner = _aoti_runner(path)
             if constants:
                 wanted = runner.get_constant_fqns()
                 runner.load_constants(
@@ -349,6 +347,19 @@ def _load_package(path: Path, constants: dict[str, Any], attempts: int = 2) -> A
             if attempt == attempts:
                 raise ExportedPackageProblem(f"{path.name} does not load ({type(error).__name__}: {error})") from None
     raise AssertionError("unreachable")
+
+
+def _aoti_runner(path: Path) -> Any:
+    """The runner of the one-model AOTInductor package at ``path``, made as torch's own `load_package` makes it
+    where it reads the package as a plain one (`torch._inductor.package.package.load_package`: the
+    ``AOTIModelPackageLoader`` of model ``"model"``, wrapped in ``AOTICompiledModel``). Its usual route,
+    `torch.export.pt2_archive._package.load_pt2`, first compares this host with the one the package was built
+    on through `codecache.get_device_information`, which test-compiles each instruction set: about a second
+    for each package at every load, for a check the manifest has made already (`cpu_instruction_set`)."""
+    import torch
+    from torch._inductor.package.package import AOTICompiledModel
+
+    return AOTICompiledModel(torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1))
 
 
 def find_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> tuple[Any | None, str]:

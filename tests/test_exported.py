@@ -12,6 +12,7 @@ weights, a damaged file), which must decode eagerly and say why, never translate
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import warnings
 import zipfile
@@ -289,6 +290,21 @@ def test_the_cpu_check_names_the_instruction_set_inductor_compiles_for():
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
     assert cpu_instruction_set() == str(pick_vec_isa()).upper()
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the CPU's features are read on x86")
+def test_loading_a_package_test_compiles_nothing(exported, monkeypatch):
+    """Every translate loads the packages: neither the manifest's CPU check nor torch's package loader may run
+    Inductor's test compilations (`pick_vec_isa`: seconds at each load)."""
+    from torch._inductor import cpu_vec_isa
+
+    def test_compiles():
+        raise AssertionError("loading a package ran Inductor's instruction-set test compilations")
+
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.setattr(cpu_vec_isa, "pick_vec_isa", test_compiles)
+    _, model = load_model(str(exported[0]), "cpu", "fp32", engine="exported")
+    assert model.exported_decoding is not None
 
 
 def test_the_command_line_exports_and_translates_with_the_package(exported, tmp_path, capsys):
