@@ -25,7 +25,6 @@ from torch import nn
 from .transformers_seam import (
     cache_kwargs,
     cache_tensors,
-    cross_attention_projections,
     filled_decoder_cache,
     output_cache,
     stack_token_embeddings,
@@ -182,10 +181,7 @@ def export_graphs(model: nn.Module, quantize: Any = None) -> dict[str, Any]:
 
     Traced non-strictly (Python runs as it does eagerly, so the caches and the model's own forward trace as
     they are); the programs run as they are (``.module()``) or go to AOTInductor. ``quantize(module, args)``
-    (a format's `quantize_graph`) rewrites each traced graph, which is then traced again; the cross-attention's
-    key and value projections stay in float32 (they run once per sentence, and quantized, the AOTInductor
-    package of torch 2.13 that returns their outputs crashed at its first call)."""
-    keep_float = [f"model.{name}" for name in cross_attention_projections(model)]
+    (a format's `quantize_graph`) rewrites each traced graph, which is then traced again."""
     programs = {}
     with torch.no_grad():
         for name, (module, args, shapes) in graph_inputs(model).items():
@@ -195,7 +191,7 @@ def export_graphs(model: nn.Module, quantize: Any = None) -> dict[str, Any]:
                 # the encoder graph's unused decoder step, which the quantizer's pattern matching cannot take
                 traced.graph.eliminate_dead_code()
                 traced.recompile()
-                quantized = quantize(traced, args, keep_float)
+                quantized = quantize(traced, args)
                 programs[name] = torch.export.export(quantized, args, dynamic_shapes=shapes, strict=False)
     return programs
 

@@ -158,19 +158,6 @@ def stack_token_embeddings(stack: nn.Module, input_ids: torch.Tensor) -> torch.T
     return embeds * stack.embed_scale if isinstance(stack, MarianEncoder) else embeds
 
 
-def cross_attention_projections(model: nn.Module) -> list[str]:
-    """The names in ``model`` of each decoder layer's cross-attention key and value projections, the layers
-    that make the cross-attention cache. Follows `MarianDecoderLayer`, `BartDecoderLayer` and
-    `M2M100DecoderLayer` (``self.encoder_attn`` with ``k_proj`` and ``v_proj``, 5.0-5.25)."""
-    return [
-        f"{name}.{projection}"
-        for name, module in model.named_modules()
-        if name.endswith("encoder_attn")
-        for projection in ("k_proj", "v_proj")
-        if isinstance(getattr(module, projection, None), nn.Linear)
-    ]
-
-
 def self_attention_cache(cache: Cache | None) -> Cache | None:
     """The self-attention half of an encoder-decoder cache (follows `MarianDecoder.forward`, 5.0-5.24)."""
     return cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
@@ -386,7 +373,6 @@ __all__ = [
     "causal_mask",
     "compiled_decoding_refusal",
     "create_bidirectional_mask",
-    "cross_attention_projections",
     "decoder_stack_output",
     "eager_attention",
     "enable_activation_checkpointing",

@@ -49,10 +49,9 @@ class TranslationFormat:
     note: str = ""
     #: whether ``hf-graphtf export`` builds packages in it (`exported_models`; CPU, AOTInductor)
     exports: bool = False
-    #: for an exported format whose weights change in the graph (int8): ``quantize_graph(module, args,
-    #: keep_float)`` turns a traced float32 graph into the quantized one, whose weights then live in the
-    #: package, leaving the linear layers named in ``keep_float`` in float32
-    quantize_graph: Callable[[Any, tuple[Any, ...], Sequence[str]], Any] | None = None
+    #: for an exported format whose weights change in the graph (int8): ``quantize_graph(module, args)`` turns
+    #: a traced float32 graph into the quantized one, whose weights then live in the package
+    quantize_graph: Callable[[Any, tuple[Any, ...]], Any] | None = None
 
     def runs_on(self, device: str) -> bool:
         return not self.devices or str(device).split(":")[0] in self.devices
@@ -214,8 +213,8 @@ def quantize_int8(model: Any) -> Any:
         return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
-def quantize_graph_int8(module: Any, example_args: tuple[Any, ...], keep_float: Sequence[str] = ()) -> Any:
-    """A traced graph with its linear layers in int8 (but those named in ``keep_float``), for AOTInductor:
+def quantize_graph_int8(module: Any, example_args: tuple[Any, ...]) -> Any:
+    """A traced graph with its linear layers in int8, for AOTInductor:
     torchao's PT2E flow with the x86 Inductor quantizer, weights per channel and activations quantized per
     call (dynamic), so that no calibration data is needed and the products run as oneDNN int8 GEMMs. The
     example run only lets the observers see the shapes."""
@@ -237,11 +236,31 @@ def quantize_graph_int8(module: Any, example_args: tuple[Any, ...], keep_float: 
             logger.setLevel(level)
     quantizer = x86.X86InductorQuantizer()
     quantizer.set_global(x86.get_default_x86_inductor_quantization_config(is_dynamic=True))
-    for name in keep_float:
-        quantizer.set_module_name_qconfig(name, None)
     prepared = prepare_pt2e(module, quantizer)
     prepared(*example_args)
-    return convert_pt2e(prepared)
+    return _renamed_quantized_weights(convert_pt2e(prepared))
+
+
+def _renamed_quantized_weights(module: Any) -> Any:
+    """``module`` (a converted PT2E graph) with its quantized weights under names of their own.
+
+    The conversion names them ``_frozen_param0``, ``_frozen_param1``, ... (torchao's constant folding), the
+    names Inductor's freezing gives the prepacked weights it makes from them. AOTInductor keeps each buffer's
+    value from before compiling under its name, and writes that value into the package for a constant of
+    the same name (follows `GraphLowering.get_original_value_of_constant`, torch 2.6-2.14): where the two
+    kinds of name met, a package held the plain int8 weight where its GEMM reads a prepacked one, and crashed
+    at its first call (torch 2.13: an encoder whose 48 linear layers were all quantized)."""
+    renamed: dict[str, str] = {}
+    for node in module.graph.nodes:
+        if node.op == "get_attr" and node.target.startswith("_frozen_param"):
+            if node.target not in renamed:
+                renamed[node.target] = node.target.replace("_frozen_param", "quantized_weight", 1)
+                module.register_buffer(renamed[node.target], getattr(module, node.target))
+            node.target = renamed[node.target]
+    for name in renamed:
+        delattr(module, name)
+    module.recompile()
+    return module
 
 
 # --------------------------------------------------------------------------- the formats

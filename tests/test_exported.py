@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import shutil
 import warnings
 import zipfile
@@ -365,10 +366,35 @@ def test_an_int8_export_keeps_its_weights_in_the_package_and_translates(exported
         with zipfile.ZipFile(package) as archive:
             code = "".join(archive.read(name).decode() for name in archive.namelist() if name.endswith("wrapper.cpp"))
         assert code.count("qlinear") > code.count("addmm"), package.name
+        # on prepacked weights: an int8 weight stored plain is one the GEMM would read as packed (a crash)
+        dtypes = dict(re.findall(r"constants_info_\[(\d+)\]\.dtype = cached_torch_dtype_(\w+);", code))
+        layouts = dict(
+            re.findall(r"constants_info_\[(\d+)\]\.layout = static_cast<int32_t>\(cached_torch_layout_(\w+)\)", code)
+        )
+        assert dtypes and not [
+            index for index, dtype in dtypes.items() if dtype == "int8" and layouts[index] != "_mkldnn"
+        ]
     tokenizer, model = load_model(str(folder), "cpu", "int8")
     assert "decoding with the exported int8 package" in model.translation_mode.reason
     translations = translate_texts(tokenizer, model, TEXTS, progress=False, num_beams=3, max_new_tokens=10)
     assert [bool(text) for text in translations] == [bool(text) for text in TEXTS]
+
+
+def test_int8_conversion_names_its_weights_apart_from_inductors_frozen_ones():
+    """The quantized weights are buffers of their own names, not ``_frozen_param<N>``: Inductor's freezing
+    names the prepacked weights so, and a package whose names met held a plain weight for a packed one."""
+    pytest.importorskip("torchao")
+    from hf_graphtf.translation_formats import translation_format
+
+    module = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+    args = (torch.randn(4, 16),)
+    with torch.no_grad():
+        traced = torch.export.export(module, args, strict=False).module()
+        quantized = translation_format("int8").quantize_graph(traced, args)
+        targets = [node.target for node in quantized.graph.nodes if node.op == "get_attr"]
+        assert targets and not [target for target in targets if target.startswith("_frozen_param")]
+        assert not [name for name, _ in quantized.named_buffers() if name.startswith("_frozen_param")]
+        torch.testing.assert_close(quantized(*args), module(*args), rtol=0.1, atol=0.05)
 
 
 def test_the_export_command_builds_the_format_asked_and_records_the_command(monkeypatch, tmp_path):
