@@ -14,6 +14,13 @@ result:
   still pending when `generate` returns is done then, so the cache it returns is the eager one);
 - the first decoder step runs once per sentence, not once per beam: `generate` hands it every sentence
   repeated ``num_beams`` times, and the step's outputs are repeated instead (where the rows are the same);
+- rows whose logits `generate` no longer reads are not decoded again: in greedy search a row that has ended
+  (it pads the row whatever its logits), in beam search the beams of a sentence it is done with
+  (`transformers_seam.ignored_rows_of` says which); the later steps run on the rows still going, and the
+  others' logits are zeros. Not where the call returns more than the tokens (`return_dict_in_generate`:
+  every row's scores and cache) or a logits processor of the caller's reads every row. In float32 the
+  tokens are the same; in int8, whose activations are quantized by the batch's range, fewer rows may move
+  the others' logits as a batch's make-up always does;
 - the tokens are looked up in the model's own embedding table here, and the graphs take their embeddings
   (`export_graphs.token_embedders`), so that no package stores that table;
 - every tensor handed to a graph is made contiguous, and of the type it was traced with, first, because a
@@ -38,9 +45,11 @@ from torch import nn
 from .export_graphs import empty_self_cache, token_embedders
 from .transformers_seam import (
     Cache,
+    IgnoredRows,
     beam_reorders_to,
     cache_kwargs,
     cache_tensors,
+    ignored_rows_of,
     set_cache_tensors,
     take_cache,
 )
@@ -99,11 +108,25 @@ class ExportedDecoding:
     def __init__(self, graphs: dict[str, Callable[..., Any]], description: str = "exported") -> None:
         self.graphs = graphs
         self.description = description
+        #: whether the steps leave out the rows `generate` no longer reads (False: every row is decoded to
+        #: the end, as eagerly; for measuring what leaving them out changes)
+        self.leave_out_ignored_rows = True
         self._cross_kv: list[torch.Tensor] = []
         self._embed_targets: Callable[[torch.Tensor], torch.Tensor] | None = None
         #: the reorder of the self-attention cache the next step does (None: none asked since the last step)
         self._pending_order: torch.Tensor | None = None
         self._cache: Any = None
+        #: whether a call's ignored rows may be left out of its steps (not where a logits processor of the
+        #: caller's sees every row's logits together)
+        self._may_drop_rows = True
+        #: the rows of the call `generate` no longer reads (None: every row is decoded)
+        self._ignored: IgnoredRows | None = None
+        #: the rows of `generate`'s batch the last step decoded, which the self-attention cache holds in this
+        #: order (None: every row) and, for those rows, the encoder's states and mask the steps read
+        self._live: torch.Tensor | None = None
+        self._live_encoded: tuple[torch.Tensor, torch.Tensor] | None = None
+        #: none of the last step's logits (their type and vocabulary, for a step with no row left to decode)
+        self._empty_logits: torch.Tensor | None = None
 
     def unserved(self, model: nn.Module, kwargs: dict[str, Any]) -> list[str]:
         """What of a `generate` call's options the graphs do not give (empty: they serve it)."""
@@ -128,6 +151,7 @@ class ExportedDecoding:
                 stacklevel=2,
             )
             return model.generate(**kwargs)
+        self._may_drop_rows = self.leave_out_ignored_rows and not kwargs.get("logits_processor")
         with self._bound(model):
             return model.generate(**kwargs)
 
@@ -152,13 +176,15 @@ class ExportedDecoding:
         model.forward = forward
         self._cross_kv, self._pending_order, self._cache = [], None, None
         try:
-            with beam_reorders_to(model, self._defer_reorder):
+            with beam_reorders_to(model, self._defer_reorder), ignored_rows_of(model) as ignored:
+                self._ignored = ignored if self._may_drop_rows else None
                 yield
-            if self._pending_order is not None and self._cache is not None:
+            if self._pending_order is not None and self._cache is not None and self._live is None:
                 self._cache.reorder_cache(self._pending_order)
         finally:
             del model.get_encoder, model.forward
             self._cross_kv, self._pending_order, self._cache, self._embed_targets = [], None, None, None
+            self._ignored, self._live, self._live_encoded, self._empty_logits = None, None, None, None
 
     def _defer_reorder(self, cache: Cache, beam_idx: torch.Tensor) -> Cache:
         """Beam search's reorder of ``cache``, kept for the next step to do (composed with one kept before)."""
@@ -188,17 +214,75 @@ class ExportedDecoding:
         attention_mask = attention_mask.contiguous()
         self_cache = cache.self_attention_cache
         self._cache = cache
+        rows = decoder_input_ids.shape[0]
         if self_cache.get_seq_length() == 0:
             outputs = self._first_step(decoder_input_ids.contiguous(), hidden, attention_mask)
+            self._live, self._live_encoded = None, (hidden, attention_mask)
         else:
-            token = self._embed_targets(decoder_input_ids[:, -1:]).contiguous()
-            past = [tensor.contiguous() for tensor in cache_tensors(self_cache)]
+            tokens, past = decoder_input_ids[:, -1:], cache_tensors(self_cache)
             order = self._pending_order
-            order = torch.arange(token.shape[0], device=token.device) if order is None else order.contiguous()
             self._pending_order = None
+            live = self._rows_going(tokens[:, 0])
+            if live is not None:
+                tokens, order, self._live = tokens.index_select(0, live), self._cache_rows(live, order, rows), live
+                if tokens.shape[0] == 0:  # every row has ended: a step generate drops, or stops on, all padding
+                    return Seq2SeqLMOutput(logits=self._all_rows(self._empty_logits, rows), **cache_kwargs(cache))
+                if order.shape[0] != past[0].shape[0]:  # the graph takes as many cache rows as tokens
+                    past, order = [tensor.index_select(0, order) for tensor in past], None
+                hidden, attention_mask = self._live_encoded
+            token = self._embed_targets(tokens).contiguous()
+            past = [tensor.contiguous() for tensor in past]
+            order = torch.arange(token.shape[0], device=token.device) if order is None else order.contiguous()
             outputs = self.graphs["decoder_step"](token, hidden, attention_mask, order, past, self._cross_kv)
         set_cache_tensors(self_cache, outputs[1:])
-        return Seq2SeqLMOutput(logits=outputs[0], **cache_kwargs(cache))
+        self._empty_logits = outputs[0][:0]
+        return Seq2SeqLMOutput(logits=self._all_rows(outputs[0], rows), **cache_kwargs(cache))
+
+    def _rows_going(self, tokens: torch.Tensor) -> torch.Tensor | None:
+        """The rows of the batch this step decodes, in order (None: every row, none having been left out),
+        given each row's last token; the cross-attention cache and the encoder's states are cut to them here
+        from the rows the last step decoded, once each time rows are left out, not at every step. A row is
+        left out when `generate` no longer reads its logits (`ignored_rows_of`), and stays out."""
+        ignored, previous = self._ignored, self._live
+        going = None
+        if ignored is not None and ignored.greedy_row_ends is not None:
+            going = ~torch.isin(tokens, ignored.greedy_row_ends)
+        elif ignored is not None and ignored.sentences_done is not None:
+            done = ignored.sentences_done
+            going = ~done.repeat_interleave(tokens.shape[0] // done.shape[0])
+        if going is None:
+            return previous
+        if previous is not None:
+            going &= torch.zeros_like(going).index_fill_(0, previous, True)
+        elif bool(going.all()):
+            return None
+        live = going.nonzero().flatten()
+        if previous is None or live.shape[0] != previous.shape[0]:
+            kept = live if previous is None else self._places(previous, tokens.shape[0]).index_select(0, live)
+            self._cross_kv = [tensor.index_select(0, kept) for tensor in self._cross_kv]
+            self._live_encoded = tuple(tensor.index_select(0, kept).contiguous() for tensor in self._live_encoded)
+        return live
+
+    @staticmethod
+    def _places(live: torch.Tensor, rows: int) -> torch.Tensor:
+        """For each row of the batch, its place among the rows ``live`` (-1 for the others)."""
+        places = torch.full((rows,), -1, dtype=torch.long, device=live.device)
+        return places.index_copy_(0, live, torch.arange(live.shape[0], device=live.device))
+
+    def _cache_rows(self, live: torch.Tensor, order: torch.Tensor | None, rows: int) -> torch.Tensor:
+        """For each row decoded (``live``), the row of the self-attention cache it continues: the one beam
+        search's reorder (``order``, over the whole batch) names for it, in the cache, which holds the rows
+        the last step decoded (``self._live``, not yet moved on). A beam continues a beam of its own sentence,
+        which was going then too."""
+        wanted = live if order is None else order.index_select(0, live)
+        return wanted if self._live is None else self._places(self._live, rows).index_select(0, wanted)
+
+    def _all_rows(self, logits: torch.Tensor, rows: int) -> torch.Tensor:
+        """A step's logits for all ``rows`` of `generate`'s batch: those of the rows decoded, zeros for the
+        rows left out (whose logits `generate` does not read)."""
+        if self._live is None:
+            return logits
+        return logits.new_zeros((rows, *logits.shape[1:])).index_copy_(0, self._live, logits)
 
     def _first_step(self, tokens: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
         """The first step (an empty self-attention cache) on one row per sentence, its outputs repeated for

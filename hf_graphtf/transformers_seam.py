@@ -145,6 +145,78 @@ def beam_reorders_to(model: nn.Module, reorder: Callable[[Cache, torch.Tensor], 
         del model._reorder_cache
 
 
+class IgnoredRows:
+    """Which rows of a running `generate` call it no longer reads the logits of, as its own search says
+    (`ignored_rows_of`): rows it pads whatever their logits say, and rows of sentences it has done with.
+    The caller's step may leave those rows out and give any finite logits for them; the tokens `generate`
+    returns are the same."""
+
+    def __init__(self) -> None:
+        #: greedy search: the tokens after which a row is padded to the end (None: not a greedy search whose
+        #: rows may be left out)
+        self.greedy_row_ends: torch.Tensor | None = None
+        #: beam search: whether its sentences' ends are watched (False: not a beam search whose rows may be
+        #: left out), and, after each step, which sentences (one flag each) it has done with
+        self.beam_watched = False
+        self.sentences_done: torch.Tensor | None = None
+
+
+@contextmanager
+def ignored_rows_of(model: nn.Module) -> Iterator[IgnoredRows]:
+    """For the length of the block, each `generate` call of ``model`` says, in the `IgnoredRows` given, which
+    of its rows it no longer reads the logits of. Nothing is said (every row is read) where the call's output
+    carries more than the tokens (`return_dict_in_generate`: scores, logits and every row's cache), or it is
+    neither a greedy nor a beam search.
+
+    Follows `GenerationMixin.generate`, `_sample` and `_beam_search` (5.17-5.25), through two of its methods
+    called as instance attributes here (removed after):
+
+    - `generate` builds its stopping criteria once, before decoding, by
+      ``_get_stopping_criteria(generation_config=...)`` with the call's final generation config;
+    - greedy search (`_sample`) finishes a row when any criterion says so, `EosTokenCriteria` saying so of a
+      row whose last token is one of its ``eos_token_id``, and, as that criterion has an ``eos_token_id``
+      (``has_eos_stopping_criteria``), sets the next token of every finished row to the pad token;
+    - beam search calls ``_beam_search_has_unfinished_sequences(is_early_stop_heuristic_unsatisfied,
+      is_sent_finished, next_token_hits_stopping_criteria, early_stopping)`` after each step. A sentence
+      whose heuristic is no longer unsatisfied, or whose finished hypotheses are all set where
+      ``early_stopping is True``, is done: `_update_finished_beams` adds -1e9 to each new candidate of it
+      (below every hypothesis it keeps), so its running beams' scores reach nothing returned; its candidates'
+      hits on the end-of-sequence, length and time criteria change no stop (every candidate of every sentence hits them
+      together, at the maximum length, or a running sentence's beams cannot all end at once); and as both
+      flags only ever turn one way, it stays done."""
+    from transformers.generation import EosTokenCriteria, GenerationMode, MaxLengthCriteria, MaxTimeCriteria
+
+    # the criteria with which a candidate of a running sentence hits one only at the maximum length (where
+    # every candidate does) or by its own end-of-sequence token, as the docstring has it
+    beam_criteria = (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria)
+    said = IgnoredRows()
+    build = model._get_stopping_criteria
+
+    def built_and_read(*args: Any, **kwargs: Any) -> Any:
+        criteria = build(*args, **kwargs)
+        config = kwargs["generation_config"] if "generation_config" in kwargs else args[0]
+        mode = None if config.return_dict_in_generate else config.get_generation_mode()
+        ends = [criterion.eos_token_id for criterion in criteria if isinstance(criterion, EosTokenCriteria)]
+        if mode == GenerationMode.GREEDY_SEARCH and ends:
+            said.greedy_row_ends = torch.cat([torch.as_tensor(ids).flatten() for ids in ends])
+        if mode == GenerationMode.BEAM_SEARCH:
+            said.beam_watched = all(type(criterion) in beam_criteria for criterion in criteria)
+        return criteria
+
+    def checked_and_read(heuristic_unsatisfied, sent_finished, hits, early_stopping) -> Any:
+        if said.beam_watched:
+            said.sentences_done = ~heuristic_unsatisfied[:, 0] | (sent_finished.all(dim=-1) & (early_stopping is True))
+        return unfinished(heuristic_unsatisfied, sent_finished, hits, early_stopping)
+
+    unfinished = model._beam_search_has_unfinished_sequences
+    model._get_stopping_criteria = built_and_read
+    model._beam_search_has_unfinished_sequences = checked_and_read
+    try:
+        yield said
+    finally:
+        del model._get_stopping_criteria, model._beam_search_has_unfinished_sequences
+
+
 def stack_token_embeddings(stack: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
     """The ``inputs_embeds`` an encoder or decoder stack makes of ``input_ids`` itself, so that handing them in
     instead gives the same hidden states: the package's stacks say so (``token_embeddings``); a vanilla one
@@ -363,6 +435,7 @@ __all__ = [
     "SEQ2SEQ_FORWARD_PARAMETERS",
     "Cache",
     "GradientCheckpointingLayer",
+    "IgnoredRows",
     "LOWEST_TESTED",
     "MarianPositionTable",
     "NEWEST_TESTED",
@@ -375,6 +448,7 @@ __all__ = [
     "create_bidirectional_mask",
     "decoder_stack_output",
     "eager_attention",
+    "ignored_rows_of",
     "enable_activation_checkpointing",
     "hf_init",
     "is_torchdynamo_compiling",

@@ -317,6 +317,51 @@ def test_translation_quality_scores_each_format_and_a_compiled_one_against_fp32(
     assert "not int8: torch's dynamic int8 quantization of nn.Linear does not compile" in capsys.readouterr().err
 
 
+def test_ignored_rows_times_both_ways_on_the_same_packages(tmp_path, monkeypatch, capsys) -> None:
+    """Each search gets a row with every row decoded to the end and one with the ignored rows left out,
+    from one load (the graphs traced, not compiled: a smoke test need not wait for AOTInductor), and the
+    model's own folder is left as it was."""
+    import json
+
+    from hf_graphtf.export_graphs import GRAPH_NAMES, export_graphs
+    from hf_graphtf.exported_decoding import ExportedDecoding
+    from hf_graphtf.inference import load_model
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    speed, ignored = _load("translation_speed"), _load("ignored_rows")
+    shape = speed.Shape(**{**speed.SHAPES["tiny"].__dict__, "vocab": 64})
+    folders = speed.write_models(shape, tmp_path, seed=0)
+    pairs = [{"translation": {"es": f"w{i} w{i + 1} w{i + 2}", "en": f"w{i + 3} w{i + 4}"}} for i in range(2, 8)]
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "test.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs), encoding="utf-8")
+    built, switches = [], []
+
+    def traced(folder, device, dtype, engine):
+        tokenizer, model = load_model(folder, device, dtype, engine="eager")
+        programs = export_graphs(model)
+        model.exported_decoding = ExportedDecoding({name: programs[name].module() for name in GRAPH_NAMES})
+        real = model.exported_decoding.generate
+        model.exported_decoding.generate = lambda *a, **k: (
+            switches.append(model.exported_decoding.leave_out_ignored_rows) or real(*a, **k)
+        )
+        return tokenizer, model
+
+    monkeypatch.setattr(ignored, "export_model", lambda folder, dtype: built.append((folder, dtype)))
+    monkeypatch.setattr(ignored, "load_model", traced)
+    argv = ["--model", str(folders["linked"]), "--corpus", str(tmp_path / "corpus"), "--max-new-tokens", "4"]
+    ignored.main([*argv, "--dtypes", "fp32", "--beam-sizes", "1,2", "--repeats", "1"])
+    rows = _table_rows(capsys.readouterr().out)
+    assert [row[1:3] for row in rows] == [
+        ["greedy", "decoded to the end"],
+        ["greedy", "left out"],
+        ["beam 2", "decoded to the end"],
+        ["beam 2", "left out"],
+    ]
+    assert rows[1][-1] == rows[3][-1] == "6 of 6"  # float32: the same translations either way
+    assert built[0][1] == "fp32" and built[0][0] != folders["linked"] and not (folders["linked"] / "exported").exists()
+    assert set(switches) == {False, True}
+
+
 @pytest.mark.parametrize(
     ("script", "argv", "told"),
     [

@@ -139,6 +139,67 @@ def test_beam_search_returns_the_eager_cache_though_the_steps_reorder_it():
     assert "_reorder_cache" not in vars(model)
 
 
+def _keep_all_scores(input_ids, scores):
+    return scores
+
+
+#: a call's output carrying every row's scores (and cache), not the tokens alone
+EVERY_ROW = {"return_dict_in_generate": True, "output_scores": True}
+#: calls whose rows `generate` stops reading (the ended rows of greedy search, the done sentences' beams),
+#: and whether the exported steps may leave those rows out
+SEARCH_CALLS = {
+    "greedy, tokens only": ({"num_beams": 1}, True),
+    "beam, tokens only": ({"num_beams": 3, "length_penalty": 0.6}, True),
+    "beam, not stopping early": ({"num_beams": 3, "early_stopping": False}, True),
+    "greedy, return_dict_in_generate": ({"num_beams": 1, **EVERY_ROW}, False),
+    "beam, return_dict_in_generate": ({"num_beams": 3, **EVERY_ROW}, False),
+    "greedy, a logits processor of the caller's": ({"num_beams": 1, "logits_processor": _keep_all_scores}, False),
+    "beam, a logits processor of the caller's": ({"num_beams": 3, "logits_processor": _keep_all_scores}, False),
+}
+
+
+@pytest.mark.parametrize("call", SEARCH_CALLS)
+def test_rows_generate_stops_reading_are_left_out_of_the_later_steps(call):
+    """A row whose logits `generate` no longer reads (a greedy row after its end token, the beams of a
+    sentence beam search is done with) is left out of the exported steps, with the same tokens; where the
+    call returns more than the tokens or a processor of the caller's reads every row's logits, every row is
+    decoded to the end, as eagerly."""
+    from transformers import LogitsProcessorList
+
+    options, drops = SEARCH_CALLS[call]
+    if "logits_processor" in options:
+        options = {**options, "logits_processor": LogitsProcessorList([options["logits_processor"]])}
+    model = _ending_model("marian", "al-both-cum")
+    decoding = _traced_decoding(model)
+    step, rows_decoded = decoding.graphs["decoder_step"], []
+
+    def counted_step(token, *rest):
+        rows_decoded.append(token.shape[0])
+        return step(token, *rest)
+
+    decoding.graphs["decoder_step"] = counted_step
+    input_ids, attention_mask = _sources()
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, **options)
+    with torch.inference_mode():
+        eager = model.generate(**kwargs)
+        exported = decoding.generate(model, **kwargs)
+    if "return_dict_in_generate" in options:
+        assert all(torch.equal(ours, theirs) for ours, theirs in zip(exported.scores, eager.scores, strict=True))
+        eager, exported = eager.sequences, exported.sequences
+    assert torch.equal(exported, eager), f"{exported}\n{eager}"
+    sentences, rows = len(input_ids), len(input_ids) * options["num_beams"]
+    assert rows_decoded[0] == sentences and max(rows_decoded[1:]) == rows
+    if not drops:
+        assert rows_decoded[1:] == [rows] * (len(rows_decoded) - 1)
+        return
+    assert rows_decoded[1:] == sorted(rows_decoded[1:], reverse=True), "a row left out came back"
+    assert min(rows_decoded) < rows, "no row was left out"
+    if options["num_beams"] == 1:  # the step feeding column t decodes the rows with no end token up to it
+        ended = (eager[:, 1:] == matrix.EOS).cumsum(dim=1) > 0
+        going = [int((~ended[:, t - 1]).sum()) for t in range(1, eager.shape[1] - 1)]
+        assert rows_decoded[1:] == [count for count in going if count]
+
+
 @pytest.mark.parametrize("family,name", FAST_CASES)
 def test_no_graph_looks_up_the_embedding_table(family, name):
     """The graphs take the tokens' embeddings, looked up from the loaded model, so an int8 package does not
