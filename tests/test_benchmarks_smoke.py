@@ -274,7 +274,7 @@ def test_translation_speed_runs_compiled_translation_end_to_end_with_the_cache_e
     speed.main([*argv, "--modes", "bf16", "--compiled", "bf16", "--cli-beams", "4"])
     out = capsys.readouterr().out
     assert "Transformers MarianMTModel" not in out  # no generate table
-    names = [row[2] for row in _table_rows(out) if len(row) == 7]
+    names = [row[2] for row in _table_rows(out) if len(row) == 9]
     assert names == [
         "hf-graphtf translate, linked, --dtype bf16",
         "hf-graphtf translate, linked, --dtype bf16 --compile on, compiler cache empty",

@@ -225,25 +225,37 @@ def end_to_end(
                 for name, command, output, env in _end_to_end_jobs(args, folders, ct2, work, source, threads, beams)
             ]
             ct2_int8 = next(
-                (rate for name, _, _, rate in timed if name.startswith("CTranslate2") and "int8" in name), None
+                ((rate, positions / seconds) for name, _, positions, seconds, rate in timed if _is_ct2_int8(name)),
+                None,
             )
-            for name, produced, seconds, rate in timed:
-                versus = "–" if ct2_int8 is None else f"{rate / ct2_int8:.2f}x"
+            for name, produced, positions, seconds, rate in timed:
+                versus = "–" if ct2_int8 is None else f"{rate / ct2_int8[0]:.2f}x"
+                by_position = "–" if ct2_int8 is None else f"{positions / seconds / ct2_int8[1]:.2f}x"
                 cells = [str(threads), search, name, f"{produced:,}", f"{seconds:.1f}", f"{rate:.0f}", versus]
+                cells += [f"{positions / seconds:.0f}", by_position]
                 rows.append(cells)
                 print("end to end: " + " | ".join(cells), file=sys.stderr, flush=True)  # a run cut short keeps it
         jobs = _end_to_end_jobs(args, folders, ct2, work, one_line, threads, args.cli_beams[0])
         for name, command, output, env in jobs:
             if "--compile" not in command:
-                startup.append([str(threads), name, f"{_timed_job(args, command, output, env)[1]:.1f}"])
+                startup.append([str(threads), name, f"{_timed_job(args, command, output, env)[2]:.1f}"])
     return rows, startup
 
 
-def _timed_job(args, command: list[str], output: Path, env: dict[str, str]) -> tuple[int, float, float]:
-    """Target tokens a child wrote (one word-level token per word), its seconds and its target tokens/s."""
+def _is_ct2_int8(name: str) -> bool:
+    return name.startswith("CTranslate2") and "int8" in name
+
+
+def _timed_job(args, command: list[str], output: Path, env: dict[str, str]) -> tuple[int, int, float, float]:
+    """Target tokens a child wrote (one word-level token per word), the decoder positions behind them, its
+    seconds and its target tokens/s. A line's positions are its words and its ``</s>``, which a line shorter
+    than the cap had: at the cap Marian's generation config forces ``</s>`` as the last token
+    (``forced_eos_token_id``), where CTranslate2 writes a word, so the two systems write different numbers of
+    words from as many decoder steps."""
     seconds = timed_child(command, args.clock, env)
-    produced = len(output.read_text(encoding="utf-8").split())
-    return produced, seconds, produced / seconds
+    words = [len(line.split()) for line in output.read_text(encoding="utf-8").splitlines()]
+    positions = sum(count + (count < args.new_tokens) for count in words)
+    return sum(words), positions, seconds, sum(words) / seconds
 
 
 def _end_to_end_jobs(
@@ -483,10 +495,13 @@ def measure(args: argparse.Namespace, work: Path) -> None:
         print(
             f"End to end, {args.cli_lines} lines ({args.length // 2}-{args.length * 3 // 2 - 1} words), up to "
             f"{args.new_tokens} new tokens, batches of {args.batch_size}, load time included; "
-            f"{CLOCK_TEXT[args.clock]} of the child process:"
+            f"{CLOCK_TEXT[args.clock]} of the child process; positions: the decoder steps behind the words, a line's "
+            "words and its </s> where it ended before the cap (at the cap Marian's generation config makes the "
+            "last token </s>, which CTranslate2 does not):"
         )
         print()
         columns = ["threads", "search", "system", "target tokens", "seconds", "target tokens/s", "vs CTranslate2 int8"]
+        columns += ["positions/s", "positions vs CTranslate2 int8"]
         print(table(columns, e2e))
         print()
         search = "greedy" if args.cli_beams[0] == 1 else f"beam {args.cli_beams[0]}"
