@@ -288,21 +288,29 @@ def test_translation_speed_runs_compiled_translation_end_to_end_with_the_cache_e
     assert cold_env == warm_env and not cache.exists()  # fresh: nothing there before the first run
 
 
-def test_translation_quality_scores_each_format_and_a_compiled_one_against_fp32(tmp_path, monkeypatch, capsys) -> None:
-    """Each format, and with ``--compiled`` a compiled one, translates the split and gets a row against fp32
-    (a tiny random model with a word-level tokenizer; compiled with the eager backend: a smoke test need
-    not wait for the compiler)."""
+def _tiny_models_and_test_split(speed, tmp_path: Path) -> dict[str, Path]:
+    """translation_speed's tiny vanilla and linked models (word-level tokenizer, 64 words) and a six-pair
+    test split of their words in ``tmp_path / "corpus"``, for the scripts that score a saved model."""
     import json
 
-    from hf_graphtf import inference, translation_modes
-
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    speed, quality = _load("translation_speed"), _load("translation_quality")
     shape = speed.Shape(**{**speed.SHAPES["tiny"].__dict__, "vocab": 64})
     folders = speed.write_models(shape, tmp_path, seed=0)
     pairs = [{"translation": {"es": f"w{i} w{i + 1} w{i + 2}", "en": f"w{i + 3} w{i + 4}"}} for i in range(2, 8)]
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "test.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs), encoding="utf-8")
+    return folders
+
+
+def test_translation_quality_scores_each_format_and_a_compiled_one_against_fp32(tmp_path, monkeypatch, capsys) -> None:
+    """Each format, and with ``--compiled`` a compiled one, translates the split and gets a row against fp32
+    (a tiny random model with a word-level tokenizer; compiled with the eager backend: a smoke test need
+    not wait for the compiler)."""
+
+    from hf_graphtf import inference, translation_modes
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    speed, quality = _load("translation_speed"), _load("translation_quality")
+    folders = _tiny_models_and_test_split(speed, tmp_path)
     real = translation_modes.compile_decoding
     monkeypatch.setattr(inference, "compile_decoding", lambda model: real(model, backend="eager"))
     argv = ["--model", str(folders["linked"]), "--corpus", str(tmp_path / "corpus"), "--max-new-tokens", "4"]
@@ -321,7 +329,6 @@ def test_ignored_rows_times_both_ways_on_the_same_packages(tmp_path, monkeypatch
     """Each search gets a row with every row decoded to the end and one with the ignored rows left out,
     from one load (the graphs traced, not compiled: a smoke test need not wait for AOTInductor), and the
     model's own folder is left as it was."""
-    import json
 
     from hf_graphtf.export_graphs import GRAPH_NAMES, export_graphs
     from hf_graphtf.exported_decoding import ExportedDecoding
@@ -329,11 +336,7 @@ def test_ignored_rows_times_both_ways_on_the_same_packages(tmp_path, monkeypatch
 
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     speed, ignored = _load("translation_speed"), _load("ignored_rows")
-    shape = speed.Shape(**{**speed.SHAPES["tiny"].__dict__, "vocab": 64})
-    folders = speed.write_models(shape, tmp_path, seed=0)
-    pairs = [{"translation": {"es": f"w{i} w{i + 1} w{i + 2}", "en": f"w{i + 3} w{i + 4}"}} for i in range(2, 8)]
-    (tmp_path / "corpus").mkdir()
-    (tmp_path / "corpus" / "test.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs), encoding="utf-8")
+    folders = _tiny_models_and_test_split(speed, tmp_path)
     built, switches = [], []
 
     def traced(folder, device, dtype, engine):

@@ -229,6 +229,36 @@ def target_tokens(batch: dict[str, torch.Tensor]) -> int:
     return int((batch["labels"] != -100).sum())
 
 
+def add_test_split_args(parser: argparse.ArgumentParser) -> None:
+    """The saved model and the split it translates, as the scripts that score a trained model read them."""
+    parser.add_argument("--model", default="outputs/quickstart", help="saved model (default: the main job's)")
+    parser.add_argument("--corpus", default="data/bible-es-en")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--src-lang", default="es")
+    parser.add_argument("--tgt-lang", default="en")
+    parser.add_argument("--max-sentences", type=int, default=None, help="the first N of the split (default: all)")
+
+
+def test_split(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The sources and references of `add_test_split_args`' split."""
+    from hf_graphtf.data import load_parallel_corpus
+
+    split = load_parallel_corpus(args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, split=args.split)
+    pairs = split["translation"][: args.max_sentences]
+    return [pair[args.src_lang] for pair in pairs], [pair[args.tgt_lang] for pair in pairs]
+
+
+def copy_of_model(model: str, prefix: str) -> Path:
+    """A copy of a saved model's folder in a new temporary folder (without its checkpoints and packages), for
+    building packages without touching the original; the caller removes ``copy.parent``."""
+    import shutil
+    import tempfile
+
+    copy = Path(tempfile.mkdtemp(prefix=prefix)) / "model"
+    shutil.copytree(model, copy, ignore=shutil.ignore_patterns("checkpoint-*", "exported"))
+    return copy
+
+
 def positive_ints(spec: str) -> list[int]:
     """A comma-separated list of positive integers (``"16,32,64"``: beams, threads, lengths, token budgets),
     for argparse's ``type``: anything else is refused by name when the arguments are read."""

@@ -19,44 +19,32 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import sacrebleu
 import torch
 from benchmark_page import header, run_start, table
-from common import exported_formats, positive_ints
+from common import add_test_split_args, copy_of_model, exported_formats, positive_ints, test_split
 
-from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.exported_models import export_model
 from hf_graphtf.inference import load_model, translate_texts
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="outputs/quickstart", help="saved model (default: the main job's)")
-    parser.add_argument("--corpus", default="data/bible-es-en")
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--src-lang", default="es")
-    parser.add_argument("--tgt-lang", default="en")
+    add_test_split_args(parser)
     parser.add_argument("--dtypes", type=exported_formats, default="int8", help="exported formats, e.g. fp32,int8")
     parser.add_argument("--beam-sizes", type=positive_ints, default="1,5", help="1 is greedy search")
     parser.add_argument("--batch-size", type=int, default=32, help="translate's default")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--max-sentences", type=int, default=None, help="the first N of the split (default: all)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = run_start()
 
-    split = load_parallel_corpus(args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, split=args.split)
-    pairs = split["translation"][: args.max_sentences]
-    sources = [pair[args.src_lang] for pair in pairs]
-    references = [pair[args.tgt_lang] for pair in pairs]
-    copy = Path(tempfile.mkdtemp(prefix="ignored-rows-")) / "model"  # the model's own folder is left as it was
-    shutil.copytree(args.model, copy, ignore=shutil.ignore_patterns("checkpoint-*", "exported"))
+    sources, references = test_split(args)
+    copy = copy_of_model(args.model, prefix="ignored-rows-")  # the model's own folder is left as it was
     rows = []
     try:
         for dtype in args.dtypes:

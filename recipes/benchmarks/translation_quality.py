@@ -21,16 +21,21 @@ import argparse
 import json
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import sacrebleu
 import torch
 from benchmark_page import header, run_start, table
-from common import compiled_formats, exported_formats, translation_formats
+from common import (
+    add_test_split_args,
+    compiled_formats,
+    copy_of_model,
+    exported_formats,
+    test_split,
+    translation_formats,
+)
 
-from hf_graphtf.data import load_parallel_corpus
 from hf_graphtf.exported_models import export_model
 from hf_graphtf.inference import load_model, translate_texts
 from hf_graphtf.translation_modes import TRANSLATION_DTYPES
@@ -41,18 +46,13 @@ QUALITY_TOLERANCE = 0.3
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="outputs/quickstart", help="saved model (default: the main job's)")
-    parser.add_argument("--corpus", default="data/bible-es-en")
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--src-lang", default="es")
-    parser.add_argument("--tgt-lang", default="en")
+    add_test_split_args(parser)
     parser.add_argument(
         "--modes", type=translation_formats, default="fp32,bf16,int8", help=f"of {', '.join(TRANSLATION_DTYPES[1:])}"
     )
     parser.add_argument("--beam-size", type=int, default=5, help="the quickstart's test beam")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-sentences", type=int, default=None, help="the first N of the split (default: all)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument(
         "--compiled",
@@ -79,15 +79,11 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     start = run_start()
 
-    split = load_parallel_corpus(args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, split=args.split)
-    pairs = split["translation"][: args.max_sentences]
-    sources = [pair[args.src_lang] for pair in pairs]
-    references = [pair[args.tgt_lang] for pair in pairs]
+    sources, references = test_split(args)
     scores, build_seconds = {}, {}
     exported_copy = None
     if args.exported:  # the packages go into a copy: the model's own folder is left as it was
-        exported_copy = Path(tempfile.mkdtemp(prefix="translation-quality-")) / "model"
-        shutil.copytree(args.model, exported_copy, ignore=shutil.ignore_patterns("checkpoint-*", "exported"))
+        exported_copy = copy_of_model(args.model, prefix="translation-quality-")
         for mode in args.exported:
             began = time.perf_counter()
             export_model(exported_copy, mode)
