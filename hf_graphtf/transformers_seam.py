@@ -181,9 +181,9 @@ def ignored_rows_of(model: nn.Module) -> Iterator[IgnoredRows]:
       whose heuristic is no longer unsatisfied, or whose finished hypotheses are all set where
       ``early_stopping is True``, is done: `_update_finished_beams` adds -1e9 to each new candidate of it
       (below every hypothesis it keeps), so its running beams' scores reach nothing returned; its candidates'
-      hits on the end-of-sequence, length and time criteria change no stop (every candidate of every sentence hits them
-      together, at the maximum length, or a running sentence's beams cannot all end at once); and as both
-      flags only ever turn one way, it stays done."""
+      hits on the end-of-sequence, length and time criteria change no stop (every candidate of every
+      sentence hits them together, at the maximum length, or a running sentence's beams cannot all end at
+      once); and as both flags only ever turn one way, it stays done."""
     from transformers.generation import EosTokenCriteria, GenerationMode, MaxLengthCriteria, MaxTimeCriteria
 
     # the criteria with which a candidate of a running sentence hits one only at the maximum length (where
@@ -448,9 +448,9 @@ __all__ = [
     "create_bidirectional_mask",
     "decoder_stack_output",
     "eager_attention",
-    "ignored_rows_of",
     "enable_activation_checkpointing",
     "hf_init",
+    "ignored_rows_of",
     "is_torchdynamo_compiling",
     "keep_computed_positions_frozen",
     "merge_with_config_defaults",
