@@ -209,6 +209,7 @@ def test_translation_speed_runs_without_ctranslate2_and_says_so(monkeypatch, cap
         assert f"Transformers MarianMTModel {mode}" in systems and f"linked (attention_link=both) {mode}" in systems
     assert not any(system.startswith("CTranslate2") for system in systems)
     assert {row[1] for row in _table_rows(out)} == {"beam 4", "greedy"}
+    assert "torch threads 1 (each row's threads column)" in out  # the rows' counts, not the parent process's
 
 
 @pytest.mark.slow

@@ -60,9 +60,14 @@ def run_start() -> RunStart:
     )
 
 
-def header(title: str, settings: dict[str, object], device: str, start: RunStart) -> str:
-    """A Markdown heading and bullet list: date, machine, software, load, then the run's settings."""
-    machine = f"{cpu_model()}, {os.cpu_count()} logical CPUs, torch threads {torch.get_num_threads()}"
+def header(title: str, settings: dict[str, object], device: str, start: RunStart, threads: str | None = None) -> str:
+    """A Markdown heading and bullet list: date, machine, software, load, then the run's settings.
+
+    ``threads`` replaces this process's torch thread count where the measured code ran at others (child
+    processes, or several counts in turn).
+    """
+    threads = threads or str(torch.get_num_threads())
+    machine = f"{cpu_model()}, {os.cpu_count()} logical CPUs, torch threads {threads}"
     if device.startswith("cuda"):
         machine += f"; GPU {torch.cuda.get_device_name(device)}"
     else:

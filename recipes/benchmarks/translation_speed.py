@@ -471,7 +471,8 @@ def measure(args: argparse.Namespace, work: Path) -> None:
     e2e, startup = end_to_end(args, shape, folders, ct2, work) if args.cli_lines else ([], [])  # before the header
     if args.end_to_end_only:  # (each row says its children's threads)
         settings = {key: value for key, value in settings.items() if key in ("model", "systems")}
-    print(header("Translation speed beside CTranslate2", settings, args.device, start))
+    threads = f"{', '.join(map(str, args.threads))} (each row's threads column)"
+    print(header("Translation speed beside CTranslate2", settings, args.device, start, threads=threads))
     if rows:
         print()
         base = f"vs Transformers {args.modes[0]}" if args.modes else f"vs {rows[0][2]}"
