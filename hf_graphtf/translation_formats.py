@@ -189,28 +189,17 @@ def device_computes_bf16(device: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> 
 
 
 def quantize_int8(model: Any) -> Any:
-    """``model`` with every ``nn.Linear`` replaced by a dynamically quantized int8 one (CPU inference only).
+    """``model`` with every ``nn.Linear`` replaced by an int8 one (CPU inference only): weights quantized per
+    output feature, activations per row at each call, as CTranslate2 quantizes them (`int8_linear`).
 
-    torch's ``quantize_dynamic`` (fbgemm/oneDNN int8 GEMMs, activations quantized per batch) rather than
-    torchao's ``quantize_``: on a CPU in eager mode torchao's int8 configs measured slower than it
-    (`RESULTS_PAGE`, "Fast translation"), and it needs no extra package. torch marks it deprecated in favour
-    of torchao; where a torch release drops it, the error says so. Embeddings stay float: they are lookups,
-    not products."""
-    import torch
+    Per row rather than torch's ``quantize_dynamic`` (one scale for the whole batch): with one scale, a line's
+    translation depended on the lines batched with it, which a scale per row cannot do. It costs some speed in
+    eager decoding (`RESULTS_PAGE`, "int8 with a scale per row"). Not torchao's ``quantize_``: on a CPU in
+    eager mode its int8 configs measured slower ("Fast translation"), and it is an extra package. Embeddings
+    stay float: they are lookups, not products."""
+    from .int8_linear import quantize_linear_layers
 
-    try:
-        from torch.ao.quantization import quantize_dynamic
-    except ImportError as error:  # pragma: no cover - torch releases that removed it
-        raise RuntimeError(
-            f"dtype int8 needs torch.ao.quantization.quantize_dynamic, gone from this torch: {error}"
-        ) from error
-    import warnings
-
-    with warnings.catch_warnings():
-        # torch 2.13 warns that its quantized tensor types will go (pytorch issue 184982): said in the
-        # docstring above and on the results page, not at every translation
-        warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor.*deprecated", category=UserWarning)
-        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+    return quantize_linear_layers(model)
 
 
 def quantize_graph_int8(module: Any, example_args: tuple[Any, ...]) -> Any:
@@ -293,7 +282,7 @@ register_translation_format(
     TranslationFormat(
         "int8",
         "float32",
-        "torch's dynamic int8 quantization of nn.Linear",
+        "int8 linear layers, activations scaled per row (as CTranslate2)",
         aliases=("qint8",),
         devices=("cpu",),
         prepare=quantize_int8,

@@ -9,7 +9,7 @@ does:
   natively (a CPU with ``avx512_bf16`` or AMX, a GPU that supports it; elsewhere torch emulates it, many
   times slower). What it costs in BLEU is measured, not assumed, and stated on the results page.
 - **int8** (CPU only) changes the weights themselves: every ``nn.Linear`` gets int8 weights and int8
-  products with activations quantized on the fly (`quantize_int8`). Another user's model may lose more
+  products with activations quantized on the fly, a scale per row (`quantize_int8`). Another user's model may lose more
   than the one measured, so ``auto`` never takes it: it is asked for by name.
 
 Compiled decoding (``--compile``) is a separate choice: a static KV cache and ``torch.compile`` of the
@@ -170,11 +170,14 @@ def decides_to_compile(requested: str, device: str, dtype: str = "fp32") -> tupl
 
 
 def check_compilable(dtype: str) -> None:
-    """Refuse compiled decoding of a format that does not compile (int8: its quantized linears)."""
+    """Refuse compiled decoding of a format not offered compiled (int8: its compiled form is the exported package)."""
     fmt = translation_format(dtype, format_names(translates=None))
     if not fmt.compiles:
         compiling = ", ".join(name for name in format_names() if TRANSLATION_FORMATS[name].compiles)
-        raise ValueError(f"compiled decoding takes {compiling}, not {fmt.name}: {fmt.description} does not compile")
+        message = f"compiled decoding takes {compiling}, not {fmt.name} ({fmt.description})"
+        if fmt.exports:
+            message += f"; `hf-graphtf export --dtype {fmt.name}` compiles decoding in {fmt.name} ahead of time"
+        raise ValueError(message)
 
 
 def compile_decoding(model: Any, *, backend: str = "inductor") -> Any:
@@ -182,8 +185,8 @@ def compile_decoding(model: Any, *, backend: str = "inductor") -> Any:
     and beam search alike, since `generate` calls the compiled forward at every step (Transformers compiles
     its own loop only for greedy and sampling on CUDA). In float32 the outputs equal eager decoding's
     (tests/test_compiled_decoding.py); in bf16 the compiler's fused kernels round differently, so some
-    translations change (`RESULTS_PAGE`, "Compiled decoding"). int8 models are refused: their quantized
-    linears do not compile;
+    translations change (`RESULTS_PAGE`, "Compiled decoding"). int8 models are refused (their compiled form
+    is `hf-graphtf export`'s package);
     so are M2M100/NLLB models on Transformers before 5.20 (`transformers_seam.compiled_decoding_refusal`)."""
     import torch
 

@@ -250,7 +250,7 @@ def test_translation_speed_times_compiled_decoding_with_its_compile_time_apart(m
     assert "First call of each compiled system" in out
     with pytest.raises(SystemExit):  # asked for by name, int8 is refused, not left out
         speed.main([*argv, "--compiled", "int8"])
-    assert "not int8: torch's dynamic int8 quantization of nn.Linear does not compile" in capsys.readouterr().err
+    assert "not int8 (int8 linear layers, activations scaled per row (as CTranslate2))" in capsys.readouterr().err
 
 
 def test_translation_speed_runs_compiled_translation_end_to_end_with_the_cache_empty_then_filled(
@@ -323,7 +323,7 @@ def test_translation_quality_scores_each_format_and_a_compiled_one_against_fp32(
     assert "a compiled format's time includes its compiling" in out
     with pytest.raises(SystemExit):
         quality.main([*argv, "--compiled", "int8"])
-    assert "not int8: torch's dynamic int8 quantization of nn.Linear does not compile" in capsys.readouterr().err
+    assert "not int8 (int8 linear layers, activations scaled per row (as CTranslate2))" in capsys.readouterr().err
 
 
 def test_ignored_rows_times_both_ways_on_the_same_packages(tmp_path, monkeypatch, capsys) -> None:
@@ -364,6 +364,26 @@ def test_ignored_rows_times_both_ways_on_the_same_packages(tmp_path, monkeypatch
     assert rows[1][-1] == rows[3][-1] == "6 of 6"  # float32: the same translations either way
     assert built[0][1] == "fp32" and built[0][0] != folders["linked"] and not (folders["linked"] / "exported").exists()
     assert set(switches) == {False, True}
+
+
+def test_int8_row_scales_scores_both_quantizations_and_counts_the_lines_a_batch_changes(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """fp32, int8 with a scale per row and with one per batch each get a row; a scale per row changes no line
+    between batches of six and of one (the tiny model's split), and fp32 equals itself."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    speed, row_scales = _load("translation_speed"), _load("int8_row_scales")
+    folders = _tiny_models_and_test_split(speed, tmp_path)
+    argv = ["--model", str(folders["linked"]), "--corpus", str(tmp_path / "corpus"), "--max-new-tokens", "4"]
+    row_scales.main([*argv, "--beam-sizes", "1,2", "--batch-sizes", "6,1", "--repeats", "1"])
+    out = capsys.readouterr().out
+    rows = {(row[0], row[1]): row for row in _table_rows(out)}
+    systems = ["fp32", "int8, a scale per row", "int8, a scale per batch (quantize_dynamic)"]
+    assert set(rows) == {(system, search) for system in systems for search in ("greedy", "beam 2")}
+    for search in ("greedy", "beam 2"):
+        assert rows["fp32", search][6] == "6" and rows["fp32", search][7] == "0"
+        assert rows["int8, a scale per row", search][7] == "0"
+    assert "lines batches of 1 change" in out
 
 
 @pytest.mark.parametrize(
