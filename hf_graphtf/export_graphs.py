@@ -176,23 +176,16 @@ def graph_inputs(model: nn.Module) -> dict[str, tuple[nn.Module, tuple[Any, ...]
     }
 
 
-def export_graphs(model: nn.Module, quantize: Any = None) -> dict[str, Any]:
+def export_graphs(model: nn.Module) -> dict[str, Any]:
     """``model``'s graphs as `torch.export.ExportedProgram`s, by `GRAPH_NAMES`.
 
     Traced non-strictly (Python runs as it does eagerly, so the caches and the model's own forward trace as
-    they are); the programs run as they are (``.module()``) or go to AOTInductor. ``quantize(module, args)``
-    (a format's `quantize_graph`) rewrites each traced graph, which is then traced again."""
+    they are); the programs run as they are (``.module()``) or go to AOTInductor. An int8 model is traced with
+    its int8 layers (`int8_linear`), whose weights are buffers like any other."""
     programs = {}
     with torch.no_grad():
         for name, (module, args, shapes) in graph_inputs(model).items():
             programs[name] = torch.export.export(module, args, dynamic_shapes=shapes, strict=False)
-            if quantize is not None:
-                traced = programs[name].module()
-                # the encoder graph's unused decoder step, which the quantizer's pattern matching cannot take
-                traced.graph.eliminate_dead_code()
-                traced.recompile()
-                quantized = quantize(traced, args)
-                programs[name] = torch.export.export(quantized, args, dynamic_shapes=shapes, strict=False)
     return programs
 
 

@@ -3,8 +3,8 @@
 ``hf-graphtf export --model DIR --dtype bf16`` writes ``DIR/exported/bf16/``: one ``.pt2`` package per graph
 of `export_graphs` and a ``manifest.json`` saying what they were built from and for. In a float format the
 packages hold the compiled code only; the weights stay in the model's own safetensors and are handed to the
-graphs when they load, so they are stored once (in the model). In int8 the quantized weights are part of the
-graphs (prepacked for their GEMMs); each weight is in one graph only, so they too are stored once.
+graphs when they load, so they are stored once (in the model). int8 too: its weights are quantized when the
+model loads in int8 (`int8_linear`), as for eager decoding, and handed over the same way.
 
 A package is used only where it fits what loads it: the same torch, the same CPU instruction set (the code
 is compiled for the host it was built on), the same weights and configuration (a digest of the model's files),
@@ -15,7 +15,6 @@ and the caller decodes eagerly; a translation never comes from a package that do
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -110,7 +109,8 @@ class ExportManifest:
     cpu: str
     model_digest: str
     packages: dict[str, str] = field(default_factory=dict)  # graph name -> sha256 of its .pt2
-    #: where the graphs' weights are: "model" (handed over from the loaded model) or "package" (int8)
+    #: where the graphs' weights are: "model" (handed over from the loaded model); "package" was int8's before
+    #: its activations were scaled per row (torchao's PT2E weights, frozen in): such packages are refused
     weights: str = "model"
     #: what the graphs take and give (`export_graphs.GRAPH_LAYOUT`; 0: from before layouts were recorded)
     graph_layout: int = 0
@@ -209,11 +209,9 @@ def export_model(
     if problem:
         raise ExportError(problem)
     _check_compiler()
-    if fmt.quantize_graph is not None and importlib.util.find_spec("torchao") is None:
-        raise ExportError(f"exporting in {fmt.name} quantizes with torchao: pip install 'hf-graphtf[export]'")
     started = time.perf_counter()
-    # a quantizing format traces the float32 model and quantizes the graphs (not the eager int8 layers)
-    _, model = load_model(str(folder), "cpu", "fp32" if fmt.quantize_graph else fmt.name, engine="eager")
+    # as translate loads it: int8 with its int8 layers, whose weights are handed over at load as the others'
+    _, model = load_model(str(folder), "cpu", fmt.name, engine="eager")
     summary = _model_summary(model)
     say(f"exporting {summary} in {fmt.name}: tracing {len(GRAPH_NAMES)} graphs")
     with warnings.catch_warnings():
@@ -237,7 +235,7 @@ def _build(
     from .machine import cpu_model
 
     try:
-        programs = export_graphs(model, quantize=fmt.quantize_graph)
+        programs = export_graphs(model)
     except Exception as error:  # torch.export's failures are many and deep; the first line names the cause
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ExportError(f"{summary} cannot be exported: {type(error).__name__}: {first_line}") from error
@@ -248,19 +246,12 @@ def _build(
     for index, name in enumerate(GRAPH_NAMES, 1):
         say(f"compiling the {name.replace('_', ' ')} graph ({index}/{len(GRAPH_NAMES)}) with AOTInductor")
         path = building / f"{name}.pt2"
-        with torch._inductor.config.patch(THREADING):
-            if fmt.quantize_graph is None:  # the model's weights, handed over at load
-                torch._inductor.aoti_compile_and_package(
-                    programs[name],
-                    package_path=str(path),
-                    inductor_configs={"aot_inductor.package_constants_in_so": False},
-                )
-            else:  # quantized weights, frozen into the graph so that the int8 GEMMs get them prepacked (the
-                # global switch: inductor_configs={"freezing": True} fails in oneDNN's qlinear prepack). Inductor
-                # freezes only with gradients off (compile_fx's inference compiler); with them on, every weight
-                # would be dequantized at each call and multiplied in fp32
-                with torch.no_grad(), torch._inductor.config.patch(freezing=True):
-                    torch._inductor.aoti_compile_and_package(programs[name], package_path=str(path))
+        with torch._inductor.config.patch(THREADING):  # the model's weights, handed over at load
+            torch._inductor.aoti_compile_and_package(
+                programs[name],
+                package_path=str(path),
+                inductor_configs={"aot_inductor.package_constants_in_so": False},
+            )
         packages[name] = _sha256(path)
     manifest = ExportManifest(
         dtype=dtype,
@@ -271,7 +262,7 @@ def _build(
         cpu=cpu_model(),
         model_digest=model_digest(folder),
         packages=packages,
-        weights="package" if fmt.quantize_graph else "model",
+        weights="model",
         graph_layout=GRAPH_LAYOUT,
         build_command=command or f"hf_graphtf.exported_models.export_model({str(folder)!r}, {dtype!r})",
         build_seconds=round(time.perf_counter() - started, 1),
@@ -306,6 +297,11 @@ def load_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> 
         )
     if str(model.device) != "cpu":
         problems.append(f"its graphs run on the CPU, the model is on {model.device}")
+    if not problems and manifest.weights != "model":
+        problems.append(
+            "it was built by an earlier hf_graphtf whose int8 quantized activations per batch (torchao's PT2E), "
+            "not per row as translate does now"
+        )
     if not problems and manifest.model_digest != model_digest(model_dir):
         problems.append("the model's weights or configuration changed since it was built")
     if not problems and (sorted(manifest.packages) != sorted(GRAPH_NAMES) or manifest.graph_layout != GRAPH_LAYOUT):

@@ -49,9 +49,6 @@ class TranslationFormat:
     note: str = ""
     #: whether ``hf-graphtf export`` builds packages in it (`exported_models`; CPU, AOTInductor)
     exports: bool = False
-    #: for an exported format whose weights change in the graph (int8): ``quantize_graph(module, args)`` turns
-    #: a traced float32 graph into the quantized one, whose weights then live in the package
-    quantize_graph: Callable[[Any, tuple[Any, ...]], Any] | None = None
 
     def runs_on(self, device: str) -> bool:
         return not self.devices or str(device).split(":")[0] in self.devices
@@ -202,56 +199,6 @@ def quantize_int8(model: Any) -> Any:
     return quantize_linear_layers(model)
 
 
-def quantize_graph_int8(module: Any, example_args: tuple[Any, ...]) -> Any:
-    """A traced graph with its linear layers in int8, for AOTInductor:
-    torchao's PT2E flow with the x86 Inductor quantizer, weights per channel and activations quantized per
-    call (dynamic), so that no calibration data is needed and the products run as oneDNN int8 GEMMs. The
-    example run only lets the observers see the shapes."""
-    import logging
-
-    # torchao's import names each of its GPU kernels a CPU build of torch cannot load, and torch warns about its
-    # enum registrations: neither concerns a CPU export, so they are kept from the export's progress lines
-    quiet = [logging.getLogger(name) for name in ("torchao", "torch.utils._pytree")]
-    levels = [logger.level for logger in quiet]
-    for logger in quiet:
-        logger.setLevel(logging.ERROR)
-    try:
-        import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as x86
-        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-    except ImportError as error:
-        raise RuntimeError(f"exporting in int8 needs torchao (pip install torchao): {error}") from error
-    finally:
-        for logger, level in zip(quiet, levels):
-            logger.setLevel(level)
-    quantizer = x86.X86InductorQuantizer()
-    quantizer.set_global(x86.get_default_x86_inductor_quantization_config(is_dynamic=True))
-    prepared = prepare_pt2e(module, quantizer)
-    prepared(*example_args)
-    return _renamed_quantized_weights(convert_pt2e(prepared))
-
-
-def _renamed_quantized_weights(module: Any) -> Any:
-    """``module`` (a converted PT2E graph) with its quantized weights under names of their own.
-
-    The conversion names them ``_frozen_param0``, ``_frozen_param1``, ... (torchao's constant folding), the
-    names Inductor's freezing gives the prepacked weights it makes from them. AOTInductor keeps each buffer's
-    value from before compiling under its name, and writes that value into the package for a constant of
-    the same name (follows `GraphLowering.get_original_value_of_constant`, torch 2.6-2.14): where the two
-    kinds of name met, a package held the plain int8 weight where its GEMM reads a prepacked one, and crashed
-    at its first call (torch 2.13: an encoder whose 48 linear layers were all quantized)."""
-    renamed: dict[str, str] = {}
-    for node in module.graph.nodes:
-        if node.op == "get_attr" and node.target.startswith("_frozen_param"):
-            if node.target not in renamed:
-                renamed[node.target] = node.target.replace("_frozen_param", "quantized_weight", 1)
-                module.register_buffer(renamed[node.target], getattr(module, node.target))
-            node.target = renamed[node.target]
-    for name in renamed:
-        delattr(module, name)
-    module.recompile()
-    return module
-
-
 # --------------------------------------------------------------------------- the formats
 
 register_translation_format(
@@ -288,7 +235,6 @@ register_translation_format(
         prepare=quantize_int8,
         compiles=False,
         exports=True,
-        quantize_graph=quantize_graph_int8,
         note=f"weights quantized; its measured cost in BLEU is in {RESULTS_PAGE}, 'Fast translation', and yours may "
         "lose more",
     )
@@ -317,7 +263,6 @@ __all__ = [
     "device_computes_bf16",
     "float_format_names",
     "format_names",
-    "quantize_graph_int8",
     "quantize_int8",
     "register_translation_format",
     "self_checked_names",

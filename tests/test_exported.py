@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import platform
-import re
 import shutil
 import warnings
 import zipfile
@@ -329,8 +328,9 @@ def _edit_manifest(folder, **changes):
         (lambda folder: _edit_config(folder, attention_link_mode="previous"), "weights or configuration changed"),
         (lambda folder: _edit_manifest(folder, packages={"first_step": "", "later_step": ""}), "an earlier hf_graphtf"),
         (lambda folder: _edit_manifest(folder, graph_layout=2), "an earlier hf_graphtf (layout 2)"),
+        (lambda folder: _edit_manifest(folder, weights="package"), "int8 quantized activations per batch"),
     ],
-    ids=["torch", "cpu", "damaged", "missing", "manifest", "configuration", "graphs", "layout"],
+    ids=["torch", "cpu", "damaged", "missing", "manifest", "configuration", "graphs", "layout", "per-batch int8"],
 )
 def test_a_package_that_does_not_fit_decodes_eagerly_and_says_why(exported, tmp_path, spoil, said):
     folder = _copy(exported[0], tmp_path)
@@ -416,47 +416,42 @@ def test_no_package_means_no_line_and_eager_decoding(tmp_path, tiny_tokenizer):
 
 
 @pytest.mark.slow
-def test_an_int8_export_keeps_its_weights_in_the_package_and_translates(exported, tmp_path):
-    """int8 (torchao's PT2E, frozen into each graph): its own weights, its own numbers; what matters is that it
-    builds, loads, says so and translates every line (its cost in BLEU is measured on a trained model)."""
-    pytest.importorskip("torchao")
+def test_an_int8_export_takes_its_weights_from_the_model_and_translates_a_line_alike_in_any_batch(exported, tmp_path):
+    """int8 exports the model as translate loads it in int8 (`int8_linear`'s layers): the package holds no
+    weights, its products are int8 ones, and it translates every line, each the same alone as in the batch
+    (activations scaled per row; its cost in BLEU is measured on a trained model)."""
     folder = _copy(exported[0], tmp_path)
     export_model(folder, "int8", progress=lambda line: None)
-    assert ExportManifest.read(export_dir(folder, "int8")).weights == "package"
-    for package in export_dir(folder, "int8").glob("*.pt2"):  # its products run as int8 GEMMs, not dequantized
+    assert ExportManifest.read(export_dir(folder, "int8")).weights == "model"
+    for package in export_dir(folder, "int8").glob("*.pt2"):  # its products run as int8 GEMMs, not in float
         with zipfile.ZipFile(package) as archive:
-            code = "".join(archive.read(name).decode() for name in archive.namelist() if name.endswith("wrapper.cpp"))
-        assert code.count("qlinear") > code.count("addmm"), package.name
-        # on prepacked weights: an int8 weight stored plain is one the GEMM would read as packed (a crash)
-        dtypes = dict(re.findall(r"constants_info_\[(\d+)\]\.dtype = cached_torch_dtype_(\w+);", code))
-        layouts = dict(
-            re.findall(r"constants_info_\[(\d+)\]\.layout = static_cast<int32_t>\(cached_torch_layout_(\w+)\)", code)
-        )
-        assert dtypes and not [
-            index for index, dtype in dtypes.items() if dtype == "int8" and layouts[index] != "_mkldnn"
-        ]
+            code = "".join(archive.read(name).decode() for name in archive.namelist() if name.endswith(".cpp"))
+        assert "_int_mm" in code, package.name
     tokenizer, model = load_model(str(folder), "cpu", "int8")
     assert "decoding with the exported int8 package" in model.translation_mode.reason
     translations = translate_texts(tokenizer, model, TEXTS, progress=False, num_beams=3, max_new_tokens=10)
     assert [bool(text) for text in translations] == [bool(text) for text in TEXTS]
+    alone = [
+        translate_texts(tokenizer, model, [text], progress=False, num_beams=3, max_new_tokens=10)[0] for text in TEXTS
+    ]
+    assert alone == translations
 
 
-def test_int8_conversion_names_its_weights_apart_from_inductors_frozen_ones():
-    """The quantized weights are buffers of their own names, not ``_frozen_param<N>``: Inductor's freezing
-    names the prepacked weights so, and a package whose names met held a plain weight for a packed one."""
-    pytest.importorskip("torchao")
-    from hf_graphtf.translation_formats import translation_format
-
-    torch.manual_seed(0)  # the int8 error bound below is for these weights and inputs, not a draw per run
-    module = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
-    args = (torch.randn(4, 16),)
-    with torch.no_grad():
-        traced = torch.export.export(module, args, strict=False).module()
-        quantized = translation_format("int8").quantize_graph(traced, args)
-        targets = [node.target for node in quantized.graph.nodes if node.op == "get_attr"]
-        assert targets and not [target for target in targets if target.startswith("_frozen_param")]
-        assert not [name for name, _ in quantized.named_buffers() if name.startswith("_frozen_param")]
-        torch.testing.assert_close(quantized(*args), module(*args), rtol=0.1, atol=0.05)
+def test_the_int8_graphs_hold_the_int8_layers_and_compute_what_they_compute(exported):
+    """Traced from the model loaded in int8, each graph multiplies in int8 (``_int_mm``, no float linear
+    product left) and, run as traced, decodes eager int8's tokens: the package compiles these graphs."""
+    _, model = load_model(str(exported[0]), "cpu", "int8", engine="eager")
+    programs = export_graphs(model)
+    for name in GRAPH_NAMES:
+        targets = [str(node.target) for node in programs[name].graph.nodes if node.op == "call_function"]
+        assert any("_int_mm" in target for target in targets), name
+        assert not any(target.endswith(("linear.default", "addmm.default")) for target in targets), name
+    decoding = ExportedDecoding({name: programs[name].module() for name in GRAPH_NAMES})
+    input_ids, attention_mask = _sources()
+    for search, options in SEARCHES.items():
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, **options)
+        with torch.inference_mode():
+            assert torch.equal(decoding.generate(model, **kwargs), model.generate(**kwargs)), search
 
 
 def test_the_export_command_builds_the_format_asked_and_records_the_command(monkeypatch, tmp_path):

@@ -8,7 +8,7 @@
 takes one scale for a layer's whole input, so a sentence's translation depended on the sentences batched with
 it. Here a trained model translates a test split through `translate_texts` (the call under ``hf-graphtf
 translate``) in fp32, in int8 each way, and with ``--exported`` from ``hf-graphtf export --dtype int8``'s
-package (a copy of the model's folder; its activations are quantized per batch too). Each runs at the first
+package (built in a copy of the model's folder from the int8 layers). Each runs at the first
 ``--batch-sizes`` entry ``--repeats`` times, alternating in one process, the fastest kept, then once at each
 other batch size. The table gives the time, BLEU and chrF at the first batch size, how many lines equal
 fp32's, and how many lines a different batch size changes.
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--exported", action="store_true", help="also the exported int8 package (needs torchao)")
+    parser.add_argument("--exported", action="store_true", help="also the exported int8 package")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = run_start()
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.exported:  # the package goes into a copy: the model's own folder is left as it was
         package = copy_of_model(args.model, prefix="int8-row-scales-")
         export_model(package, "int8")
-        systems["int8, exported (PT2E, a scale per batch)"] = load_model(str(package), "cpu", "int8")[1]
+        systems["int8, exported (a scale per row)"] = load_model(str(package), "cpu", "int8")[1]
 
     def translator(model: Any, beams: int, batch_size: int) -> Callable[[], list[str]]:
         return lambda: translate_texts(
