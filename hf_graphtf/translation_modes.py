@@ -9,8 +9,8 @@ does:
   natively (a CPU with ``avx512_bf16`` or AMX, a GPU that supports it; elsewhere torch emulates it, many
   times slower). What it costs in BLEU is measured, not assumed, and stated on the results page.
 - **int8** (CPU only) changes the weights themselves: every ``nn.Linear`` gets int8 weights and int8
-  products with activations quantized on the fly, a scale per row (`quantize_int8`). Another user's model may lose more
-  than the one measured, so ``auto`` never takes it: it is asked for by name.
+  products with activations quantized on the fly, a scale per row (`quantize_int8`). Another user's model may
+  lose more than the one measured, so ``auto`` never takes it: it is asked for by name.
 
 Compiled decoding (``--compile``) is a separate choice: a static KV cache and ``torch.compile`` of the
 model's forward, greedy and beam search alike (`compile_decoding`). ``auto`` compiles only where it measured

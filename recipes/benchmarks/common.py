@@ -248,6 +248,17 @@ def test_split(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     return [pair[args.src_lang] for pair in pairs], [pair[args.tgt_lang] for pair in pairs]
 
 
+def test_split_text(args: argparse.Namespace, sentences: int, decoding: str) -> str:
+    """The page header's line on `add_test_split_args`' split: corpus, size, direction, ``decoding`` (beam,
+    length, batches) and the scorer."""
+    import sacrebleu
+
+    return (
+        f"{args.corpus} {args.split} split, {sentences:,} sentences, {args.src_lang}->{args.tgt_lang}, {decoding}, "
+        f"sacreBLEU {sacrebleu.__version__} (BLEU 13a, chrF) against the target side"
+    )
+
+
 def copy_of_model(model: str, prefix: str) -> Path:
     """A copy of a saved model's folder in a new temporary folder (without its checkpoints and packages), for
     building packages without touching the original; the caller removes ``copy.parent``."""

@@ -24,7 +24,7 @@ import time
 import sacrebleu
 import torch
 from benchmark_page import header, run_start, table
-from common import add_test_split_args, copy_of_model, exported_formats, positive_ints, test_split
+from common import add_test_split_args, copy_of_model, exported_formats, positive_ints, test_split, test_split_text
 
 from hf_graphtf.exported_models import export_model
 from hf_graphtf.inference import load_model, translate_texts
@@ -90,9 +90,9 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(copy.parent, ignore_errors=True)
     settings = {
         "model": args.model,
-        "test": f"{args.corpus} {args.split} split, {len(sources):,} sentences, {args.src_lang}->{args.tgt_lang}, "
-        f"up to {args.max_new_tokens} new tokens, batches of {args.batch_size}, sacreBLEU {sacrebleu.__version__} "
-        "(BLEU 13a, chrF) against the target side",
+        "test": test_split_text(
+            args, len(sources), f"up to {args.max_new_tokens} new tokens, batches of {args.batch_size}"
+        ),
         "speed": f"wall-clock time of the whole split through translate_texts, fastest of {args.repeats}, the two "
         "ways alternating in one process",
     }

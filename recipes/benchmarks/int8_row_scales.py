@@ -28,7 +28,7 @@ from typing import Any
 import sacrebleu
 import torch
 from benchmark_page import header, run_start, table
-from common import add_test_split_args, copy_of_model, positive_ints, test_split
+from common import add_test_split_args, copy_of_model, positive_ints, test_split, test_split_text
 
 from hf_graphtf.exported_models import export_model
 from hf_graphtf.inference import load_model, translate_texts
@@ -120,9 +120,7 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(package.parent, ignore_errors=True)
     settings = {
         "model": args.model,
-        "test": f"{args.corpus} {args.split} split, {len(sources):,} sentences, {args.src_lang}->{args.tgt_lang}, "
-        f"up to {args.max_new_tokens} new tokens, sacreBLEU {sacrebleu.__version__} (BLEU 13a, chrF) against the "
-        "target side",
+        "test": test_split_text(args, len(sources), f"up to {args.max_new_tokens} new tokens"),
         "speed": f"wall-clock time of the whole split through translate_texts in batches of {first}, fastest of "
         f"{args.repeats}, the systems alternating in one process; speed relative to the scale per batch",
     }

@@ -33,6 +33,7 @@ from common import (
     copy_of_model,
     exported_formats,
     test_split,
+    test_split_text,
     translation_formats,
 )
 
@@ -132,9 +133,11 @@ def main(argv: list[str] | None = None) -> None:
         )
     settings = {
         "model": args.model,
-        "test": f"{args.corpus} {args.split} split, {len(sources):,} sentences, {args.src_lang}->{args.tgt_lang}, "
-        f"beam {args.beam_size}, up to {args.max_new_tokens} new tokens, batches of {args.batch_size}, sacreBLEU "
-        f"{sacrebleu.__version__} (BLEU 13a, chrF) against the target side",
+        "test": test_split_text(
+            args,
+            len(sources),
+            f"beam {args.beam_size}, up to {args.max_new_tokens} new tokens, batches of {args.batch_size}",
+        ),
         "speed": "wall-clock time of each whole split, torch threads "
         f"{torch.get_num_threads()} (a rough guide; translation_speed.py is the controlled comparison)"
         + ("; a compiled format's time includes its compiling" if compiled else ""),
