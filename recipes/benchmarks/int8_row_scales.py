@@ -22,7 +22,6 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import sacrebleu
@@ -72,8 +71,8 @@ def main(argv: list[str] | None = None) -> None:
         export_model(package, "int8")
         systems["int8, exported (a scale per row)"] = load_model(str(package), "cpu", "int8")[1]
 
-    def translator(model: Any, beams: int, batch_size: int) -> Callable[[], list[str]]:
-        return lambda: translate_texts(
+    def translate(model: Any, beams: int, batch_size: int) -> list[str]:
+        return translate_texts(
             tokenizer,
             model,
             sources,
@@ -92,11 +91,11 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(args.repeats):
                 for name, model in systems.items():
                     began = time.perf_counter()
-                    outputs[name, first] = translator(model, beams, first)()
+                    outputs[name, first] = translate(model, beams, first)
                     seconds[name].append(time.perf_counter() - began)
             for name, model in systems.items():
                 for batch_size in others:
-                    outputs[name, batch_size] = translator(model, beams, batch_size)()
+                    outputs[name, batch_size] = translate(model, beams, batch_size)
             search = "greedy" if beams == 1 else f"beam {beams}"
             per_batch = min(seconds["int8, a scale per batch (quantize_dynamic)"])
             for name in systems:
