@@ -56,11 +56,16 @@ def test_the_lines_auto_and_int8_print_point_to_the_measured_costs_rather_than_r
         resolve_translation_dtype("int8", "cpu", _cpuinfo(tmp_path, "")).reason,
         cli._translate_dtype_help(),
     ]
+    page = (Path(__file__).resolve().parents[1] / translation_modes.RESULTS_PAGE).read_text(encoding="utf-8")
+    named = []
     for line in lines:
-        assert translation_modes.RESULTS_PAGE in line and "Fast translation" in line
+        assert translation_modes.RESULTS_PAGE in line, line
         assert not re.search(r"[0-9]\.[0-9]", line), line  # no figure restated
-    page = Path(__file__).resolve().parents[1] / translation_modes.RESULTS_PAGE
-    assert "## Fast translation" in page.read_text(encoding="utf-8")
+        section = re.search(rf"{re.escape(translation_modes.RESULTS_PAGE)}, '([^']+)'", line).group(1)
+        assert f"\n## {section}" in page, f"{section!r} is not a section of the page"
+        named.append(section)
+    # int8's figures are the per-row layers' (translation_formats.quantize_int8), not quantize_dynamic's
+    assert named == ["Fast translation", "int8 with a scale per row", "Fast translation"]
 
 
 def test_int8_is_never_chosen_unasked(tmp_path):
