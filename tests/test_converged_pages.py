@@ -402,6 +402,48 @@ def test_a_delta_whose_interval_spans_zero_says_how_many_seeds_would_settle_it(t
     assert "an interval clear of 0 would take this many seeds: al_both 4 (full train set, 600 steps; 3 ran)." in note
 
 
+def test_a_cells_verdict_is_helps_or_hurts_only_where_its_seed_interval_is_clear_of_zero(experiments):
+    """By hand: Δ 1.0, 1.1, 1.2 have mean 1.1 and sd 0.1; the half-width 4.3027 * 0.1 / sqrt(3) = 0.248 keeps
+    the interval above 0 (and its mirror below); +0.72, +0.91, +1.69 span 0 at three seeds and settle at four
+    (the test above); one seed gives no verdict, however large its Δ."""
+    verdict = experiments["comparisons"].seed_verdict
+    assert verdict([1.0, 1.1, 1.2]) == "helps (+1.10, n=3, 95% CI +0.85 to +1.35)"
+    assert verdict([-1.0, -1.1, -1.2]) == "hurts (-1.10, n=3, 95% CI -1.35 to -0.85)"
+    assert verdict([0.72, 0.91, 1.69]) == (
+        "undecided (+1.11, n=3, 95% CI -0.17 to +2.38; 4 seeds would settle it at this spread)"
+    )
+    assert verdict([0.1, -0.3, 0.2]).endswith("; more than 50 seeds would settle it at this spread)")
+    assert verdict([5.0]) == "one seed (+5.00), no verdict"
+
+
+def test_the_glance_states_each_variants_verdict_at_the_plateau_from_the_rows(tmp_path, experiments):
+    """The README's glance says, under its table, what each variant's seeds support where runs trained to a
+    plateau, written from the rows: a fixed budget's cells are left to the table, a seed vanilla lacks is
+    not counted, and the sentence moves as rows land."""
+    comparisons, report = experiments["comparisons"], experiments["report"]
+    early, converged, finish = early_and_converged(tmp_path, experiments)
+    for seed, (base, link) in {1: (20.0, 21.0), 2: (21.0, 23.0)}.items():
+        finish(early, "vanilla", seed, base)
+        finish(early, "al_both", seed, link)
+    assert comparisons.plateau_verdicts([early, converged], ("vanilla", "al_both")) == []
+    finish(converged, "vanilla", 1, 25.0, tag="dropout0.2", valid=24.0)
+    finish(converged, "vanilla", 1, 20.0, tag="dropout0.1", valid=20.0)
+    finish(converged, "al_both", 1, 26.0)
+    finish(converged, "al_both", 2, 30.0)  # vanilla's seed 2 has not finished: not counted
+    (sentence,) = comparisons.plateau_verdicts([early, converged], ("vanilla", "al_both"))
+    assert sentence.endswith("full train set, to a plateau: al_both one seed (+1.00), no verdict.")
+    assert "600 steps" not in sentence
+    finish(converged, "vanilla", 2, 26.0)
+    converged = experiments["grid"].Grid.load(converged.path)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{report.GLANCE_START}\n{report.GLANCE_END}\nrest\n", encoding="utf-8")
+    comparisons._BUDGETS.clear()  # the report's once-per-run cache of the table
+    report.update_readme_glance(readme, converged)
+    # Δ +1 and +4: mean 2.5, sd 2.121; 12.706 * 2.121 / sqrt(2) = 19.06
+    expected = "full train set, to a plateau: al_both undecided (+2.50, n=2, 95% CI -16.56 to +21.56; "
+    assert expected in readme.read_text(encoding="utf-8")
+
+
 def test_the_tuning_table_says_when_the_chosen_value_lies_at_the_ranges_bound(tmp_path, experiments):
     """A value chosen at a bound is the best the grid tried, not a tuned optimum; the page says so under
     the tuning table (and says nothing while the best lies inside the range)."""

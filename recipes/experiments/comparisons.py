@@ -396,6 +396,50 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
     return [sentence]
 
 
+def seed_verdict(deltas: list[float]) -> str:
+    """What the per-seed Δ of one cell support, in a word and its figures: ``helps`` or ``hurts`` where the
+    seed-level 95% interval (`seed_interval`) lies clear of 0 on that side, ``undecided`` where it spans 0
+    (with how many seeds would settle it at the spread seen, `seeds_to_exclude_zero`), and no verdict from
+    one seed, whose p measures the test set, not the seed."""
+    interval = seed_interval(deltas)
+    if interval is None:
+        return f"one seed ({deltas[0]:+.2f}), no verdict"
+    mean, low, high = interval
+    word = "helps" if low > 0 else "hurts" if high < 0 else "undecided"
+    text = f"{word} ({mean:+.2f}, n={len(deltas)}, 95% CI {low:+.2f} to {high:+.2f}"
+    seeds = seeds_to_exclude_zero(deltas)
+    if seeds is not None:
+        count = f"more than {MOST_SEEDS}" if seeds > MOST_SEEDS else str(seeds)
+        text += f"; {count} seeds would settle it at this spread"
+    return text + ")"
+
+
+def plateau_verdicts(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
+    """One sentence under a budgets table: at each budget trained to a plateau (`trains_to_plateau`), each
+    variant's `seed_verdict` against vanilla on the seeds both finished. Written from the rows, so the
+    README's verdict cannot lag the runs; empty where no such budget has a compared cell."""
+    with_pair = len(compared_pairs(grids)) > 1
+    budgets = []
+    for grid in grids:
+        rows_by = grid.rows_by_cell()
+        for size in grid.sizes:
+            if not trains_to_plateau(grid, size) or ("vanilla", size) not in rows_by:
+                continue
+            verdicts = []
+            for variant in variants:
+                runs, paired = on_shared_seeds(rows_by.get((variant, size), []), rows_by[("vanilla", size)])
+                if variant == "vanilla" or not paired:
+                    continue
+                deltas = [run.test["bleu"] - base.test["bleu"] for run, base in zip(runs, paired)]
+                verdicts.append(f"{variant} {seed_verdict(deltas)}{cut_off_label(grid, [*paired, *runs])}")
+            if verdicts:
+                budgets.append(f"{budget_label(grid, size, with_pair)}: {'; '.join(verdicts)}")
+    if not budgets:
+        return []
+    intro = "Verdicts over seeds (helps or hurts where the 95% CI lies clear of 0, undecided where it spans 0): "
+    return [intro + ". ".join(budgets) + "."]
+
+
 BUDGETS_NOTE = (
     "Training speed: the variant's training tokens/s over vanilla's run of the same size, seed and machine, "
     "median over those pairs in every grid (their number in brackets); runs of a grid run hours apart on a "
@@ -409,12 +453,14 @@ _BUDGETS: dict[Path, list[str]] = {}
 
 def grid_budgets_table(grid: Grid) -> list[str]:
     """`budgets_table` of the grid's ``earlier_budgets``, the grid itself and its ``other_pairs``, over the
-    grid's own variants, with `seed_spread_note` under it (computed once per run of the report: the
-    bootstrap tests take a while)."""
+    grid's own variants, with `plateau_verdicts` and `seed_spread_note` under it (computed once per run of
+    the report: the bootstrap tests take a while)."""
     if grid.path not in _BUDGETS:
         grids = grid.budget_grids()
-        note = seed_spread_note(grids, tuple(grid.variants))
-        _BUDGETS[grid.path] = budgets_table(grids, tuple(grid.variants)) + (["", *note] if note else [])
+        table = budgets_table(grids, tuple(grid.variants))
+        for sentences in (plateau_verdicts(grids, tuple(grid.variants)), seed_spread_note(grids, tuple(grid.variants))):
+            table += ["", *sentences] if sentences else []
+        _BUDGETS[grid.path] = table
     return _BUDGETS[grid.path]
 
 
