@@ -67,6 +67,16 @@ def seeds_to_exclude_zero(deltas: list[float], level: float = 0.95) -> int | Non
     return MOST_SEEDS + 1
 
 
+def seeds_count(seeds: int) -> str:
+    """A `seeds_to_exclude_zero` result as the pages write it (its cap as "more than" the cap)."""
+    return f"more than {MOST_SEEDS}" if seeds > MOST_SEEDS else str(seeds)
+
+
+def paired_deltas(runs: list[Row], paired: list[Row]) -> list[float]:
+    """The per-seed Δ test BLEU of ``runs`` over ``paired`` (`on_shared_seeds`: one row per seed, in order)."""
+    return [run.test["bleu"] - base.test["bleu"] for run, base in zip(runs, paired)]
+
+
 def trains_to_plateau(grid: Grid, size: str) -> bool:
     """Whether a size of a grid trains each run until validation stops improving (an early-stopping
     patience of a few evaluations), not for a fixed number of steps (none, or one too long to act)."""
@@ -117,7 +127,7 @@ def delta_cell(runs: list[Row], paired: list[Row], p_value: float | None, note: 
     """A budgets-table cell: the mean Δ over the shared seeds, their number, the seed-level 95% interval
     where two or more seeds ran, the pooled paired-bootstrap p, and ``note`` (`cut_off_label`: the runs in
     it that stopped short of a plateau)."""
-    deltas = [run.test["bleu"] - base.test["bleu"] for run, base in zip(runs, paired)]
+    deltas = paired_deltas(runs, paired)
     interval = seed_interval(deltas)
     text = f"{statistics.mean(deltas):+.2f} (n={len(deltas)}"
     if interval is not None:
@@ -360,12 +370,12 @@ def seed_spread_note(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
             for variant in compared:
                 # both in seed order, one row per seed: pairs line up
                 runs, paired = on_shared_seeds(rows_by.get((variant, size), []), rows_by.get(("vanilla", size), []))
-                deltas = [run.test["bleu"] - base.test["bleu"] for run, base in zip(runs, paired)]
+                deltas = paired_deltas(runs, paired)
                 one_seed |= len(deltas) == 1
                 seeds = seeds_to_exclude_zero(deltas)
                 if seeds is not None:
-                    count = f"more than {MOST_SEEDS}" if seeds > MOST_SEEDS else str(seeds)
-                    needed[variant].append(f"{count} ({budget_label(grid, size, with_pair)}; {len(deltas)} ran)")
+                    label = budget_label(grid, size, with_pair)
+                    needed[variant].append(f"{seeds_count(seeds)} ({label}; {len(deltas)} ran)")
                 if len(deltas) > 1 and statistics.stdev(deltas) > spread.get(variant, (-1.0, ""))[0]:
                     spread[variant] = (statistics.stdev(deltas), budget_label(grid, size, with_pair))
     interval_note = (
@@ -409,8 +419,7 @@ def seed_verdict(deltas: list[float]) -> str:
     text = f"{word} ({mean:+.2f}, n={len(deltas)}, 95% CI {low:+.2f} to {high:+.2f}"
     seeds = seeds_to_exclude_zero(deltas)
     if seeds is not None:
-        count = f"more than {MOST_SEEDS}" if seeds > MOST_SEEDS else str(seeds)
-        text += f"; {count} seeds would settle it at this spread"
+        text += f"; {seeds_count(seeds)} seeds would settle it at this spread"
     return text + ")"
 
 
@@ -427,11 +436,12 @@ def plateau_verdicts(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                 continue
             verdicts = []
             for variant in variants:
-                runs, paired = on_shared_seeds(rows_by.get((variant, size), []), rows_by[("vanilla", size)])
-                if variant == "vanilla" or not paired:
+                if variant == "vanilla":
                     continue
-                deltas = [run.test["bleu"] - base.test["bleu"] for run, base in zip(runs, paired)]
-                verdicts.append(f"{variant} {seed_verdict(deltas)}{cut_off_label(grid, [*paired, *runs])}")
+                runs, paired = on_shared_seeds(rows_by.get((variant, size), []), rows_by[("vanilla", size)])
+                if paired:
+                    verdict = seed_verdict(paired_deltas(runs, paired))
+                    verdicts.append(f"{variant} {verdict}{cut_off_label(grid, [*paired, *runs])}")
             if verdicts:
                 budgets.append(f"{budget_label(grid, size, with_pair)}: {'; '.join(verdicts)}")
     if not budgets:
@@ -456,9 +466,9 @@ def grid_budgets_table(grid: Grid) -> list[str]:
     grid's own variants, with `plateau_verdicts` and `seed_spread_note` under it (computed once per run of
     the report: the bootstrap tests take a while)."""
     if grid.path not in _BUDGETS:
-        grids = grid.budget_grids()
-        table = budgets_table(grids, tuple(grid.variants))
-        for sentences in (plateau_verdicts(grids, tuple(grid.variants)), seed_spread_note(grids, tuple(grid.variants))):
+        grids, variants = grid.budget_grids(), tuple(grid.variants)
+        table = budgets_table(grids, variants)
+        for sentences in (plateau_verdicts(grids, variants), seed_spread_note(grids, variants)):
             table += ["", *sentences] if sentences else []
         _BUDGETS[grid.path] = table
     return _BUDGETS[grid.path]
