@@ -21,7 +21,8 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -142,7 +143,8 @@ THREADING = {"cpp.threads": max(os.cpu_count() or 1, 2), "cpp.dynamic_threads": 
 def torch_export_problem() -> str | None:
     """What the installed torch lacks for exported packages, or None. Probed, not read from a version: a
     package that takes the loaded model's weights needs AOTInductor's ``package_constants_in_so`` switch and
-    ``load_constants(..., user_managed=True)`` (present in torch 2.13, absent in 2.6)."""
+    ``load_constants(..., user_managed=True)``, and a build in a cache of its own needs Inductor's
+    ``fresh_cache`` (all present in torch 2.13, absent in 2.6)."""
     import inspect
 
     import torch
@@ -152,8 +154,11 @@ def torch_export_problem() -> str | None:
         from torch._inductor.package.package import AOTICompiledModel
     except ImportError:
         return f"torch {torch.__version__} has no AOTInductor packages"
+    from torch._inductor import utils
+
     takes_weights = "user_managed" in inspect.signature(AOTICompiledModel.load_constants).parameters
-    if not (takes_weights and hasattr(config.aot_inductor, "package_constants_in_so")):
+    own_cache = hasattr(utils, "fresh_cache")  # `_own_inductor_cache`
+    if not (takes_weights and own_cache and hasattr(config.aot_inductor, "package_constants_in_so")):
         return (
             f"exported packages need a newer torch than {torch.__version__} (AOTInductor packages that take the "
             "model's weights when they load)"
@@ -231,7 +236,7 @@ def _build(
     import transformers
 
     from . import __version__
-    from .export_graphs import GRAPH_LAYOUT, GRAPH_NAMES, export_graphs
+    from .export_graphs import GRAPH_LAYOUT, GRAPH_NAMES, EncoderGraph, export_graphs, graph_constants
     from .machine import cpu_model
 
     try:
@@ -242,17 +247,28 @@ def _build(
     building = folder / EXPORT_DIR / f".building-{dtype}"
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
-    packages = {}
-    for index, name in enumerate(GRAPH_NAMES, 1):
-        say(f"compiling the {name.replace('_', ' ')} graph ({index}/{len(GRAPH_NAMES)}) with AOTInductor")
-        path = building / f"{name}.pt2"
-        with torch._inductor.config.patch(THREADING):  # the model's weights, handed over at load
-            torch._inductor.aoti_compile_and_package(
-                programs[name],
-                package_path=str(path),
-                inductor_configs={"aot_inductor.package_constants_in_so": False},
-            )
-        packages[name] = _sha256(path)
+    constants = graph_constants(EncoderGraph(model))
+    packages: dict[str, str] = {}
+    problem = None
+    with _own_inductor_cache():
+        for index, name in enumerate(GRAPH_NAMES, 1):
+            say(f"compiling the {name.replace('_', ' ')} graph ({index}/{len(GRAPH_NAMES)}) with AOTInductor")
+            path = building / f"{name}.pt2"
+            with torch._inductor.config.patch(THREADING):  # the model's weights, handed over at load
+                torch._inductor.aoti_compile_and_package(
+                    programs[name],
+                    package_path=str(path),
+                    inductor_configs={"aot_inductor.package_constants_in_so": False},
+                )
+            try:  # what translate will load, loaded once before it is kept
+                _load_package(path, constants)
+            except ExportedPackageProblem as error:
+                problem = error
+                break
+            packages[name] = _sha256(path)
+    if problem is not None:
+        shutil.rmtree(building, ignore_errors=True)
+        raise ExportError(f"nothing was kept, as the package AOTInductor built does not load: {problem}")
     manifest = ExportManifest(
         dtype=dtype,
         torch=torch.__version__,
@@ -324,25 +340,33 @@ def load_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> 
     return ExportedDecoding(graphs, description=f"exported {dtype}")
 
 
-def _load_package(path: Path, constants: dict[str, Any], attempts: int = 2) -> Any:
+def _load_package(path: Path, constants: dict[str, Any]) -> Any:
     """The runner of the AOTInductor package at ``path``, given the model's ``constants`` where it takes
-    them. torch unpacks a package into a fresh temporary folder at each load, and a load of a sound package
-    has now and then failed reading one of the files it had just unpacked as empty JSON (torch 2.13, in this
-    package's tests; the cause is torch's), so a failed load is tried once more; a package that fails twice
-    is damaged, whatever its digest says."""
-    for attempt in range(1, attempts + 1):
-        try:
-            runner = _aoti_runner(path)
-            if constants:
-                wanted = runner.get_constant_fqns()
-                runner.load_constants(
-                    {fqn: constants[fqn] for fqn in wanted}, check_full_update=True, user_managed=True
-                )
-            return runner
-        except Exception as error:
-            if attempt == attempts:
-                raise ExportedPackageProblem(f"{path.name} does not load ({type(error).__name__}: {error})") from None
-    raise AssertionError("unreachable")
+    them; `ExportedPackageProblem` where it does not load (a package whose digest matches its manifest but
+    that does not load was broken when it was built, which `export_model` now refuses to keep)."""
+    try:
+        runner = _aoti_runner(path)
+        if constants:
+            wanted = runner.get_constant_fqns()
+            runner.load_constants({fqn: constants[fqn] for fqn in wanted}, check_full_update=True, user_managed=True)
+        return runner
+    except Exception as error:
+        raise ExportedPackageProblem(
+            f"{path.name} does not load ({type(error).__name__}: {error}); build it again with hf-graphtf export"
+        ) from None
+
+
+@contextmanager
+def _own_inductor_cache() -> Iterator[None]:
+    """A build in an Inductor cache of its own, deleted after it (`torch._inductor.utils.fresh_cache`).
+    Inductor's cache is shared by every process of the user, and its kernel files are named by their code:
+    two builds of one model at once (two exports, or two test workers) write the same files there, and a
+    package zipped while the other build rewrote a file took it empty (a ``kernel_metadata.json`` of 0
+    bytes), so that it never loads. A build on its own also reads nothing another torch left there."""
+    from torch._inductor.utils import fresh_cache
+
+    with fresh_cache():
+        yield
 
 
 def _aoti_runner(path: Path) -> Any:

@@ -11,11 +11,13 @@ weights, a damaged file), which must decode eagerly and say why, never translate
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import shutil
 import warnings
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -36,9 +38,6 @@ from hf_graphtf.exported_models import (
 from hf_graphtf.inference import load_model, translate_texts
 from hf_graphtf.self_check import matrix
 from hf_graphtf.transformers_seam import cache_tensors
-
-#: one worker runs the module, so that the tiny model is built once per run (pytest-xdist's loadgroup)
-pytestmark = pytest.mark.xdist_group("exported")
 
 #: the default run's cases, one a family: the link in both stacks, the gated decoder link, and the graph
 #: encoder beside the decoder link (each export traces three graphs: seconds a case)
@@ -317,6 +316,24 @@ def _edit_manifest(folder, **changes):
     path.write_text(json.dumps({**json.loads(path.read_text()), **changes}), encoding="utf-8")
 
 
+def _write_without_metadata(package, into) -> None:
+    """``package`` with its metadata files emptied, as one build left it while another build of the same
+    model rewrote them in Inductor's shared cache (a ``kernel_metadata.json`` of 0 bytes): it does not load."""
+    spoiled = into.with_name(into.name + ".spoiled")
+    with zipfile.ZipFile(package) as source, zipfile.ZipFile(spoiled, "w") as target:
+        for info in source.infolist():
+            target.writestr(info, b"" if info.filename.endswith("_metadata.json") else source.read(info))
+    spoiled.replace(into)
+
+
+def _broken_when_built(folder) -> None:
+    """The encoder's package as a racing build left it, with the digest of what was built in the manifest."""
+    path = export_dir(folder, "fp32") / "encoder.pt2"
+    _write_without_metadata(path, path)
+    packages = json.loads((export_dir(folder, "fp32") / MANIFEST).read_text())["packages"]
+    _edit_manifest(folder, packages={**packages, "encoder": hashlib.sha256(path.read_bytes()).hexdigest()})
+
+
 @pytest.mark.parametrize(
     "spoil,said",
     [
@@ -329,8 +346,20 @@ def _edit_manifest(folder, **changes):
         (lambda folder: _edit_manifest(folder, packages={"first_step": "", "later_step": ""}), "an earlier hf_graphtf"),
         (lambda folder: _edit_manifest(folder, graph_layout=2), "an earlier hf_graphtf (layout 2)"),
         (lambda folder: _edit_manifest(folder, weights="package"), "int8 quantized activations per batch"),
+        (_broken_when_built, "encoder.pt2 does not load"),
     ],
-    ids=["torch", "cpu", "damaged", "missing", "manifest", "configuration", "graphs", "layout", "per-batch int8"],
+    ids=[
+        "torch",
+        "cpu",
+        "damaged",
+        "missing",
+        "manifest",
+        "configuration",
+        "graphs",
+        "layout",
+        "per-batch int8",
+        "broken when built",
+    ],
 )
 def test_a_package_that_does_not_fit_decodes_eagerly_and_says_why(exported, tmp_path, spoil, said):
     folder = _copy(exported[0], tmp_path)
@@ -390,6 +419,55 @@ def test_the_command_line_exports_and_translates_with_the_package(exported, tmp_
     assert cli.main(evaluate) == 0
     out = capsys.readouterr()
     assert "decoding with the exported fp32 package" in out.err and "BLEU 100.0" in out.out
+
+
+def _fake_builds(monkeypatch, source, *, broken: str | None = None) -> list[str]:
+    """AOTInductor's build replaced by a copy of the package ``source`` holds for each graph (``broken``: that
+    graph's with its metadata emptied); returns the Inductor cache folder each build ran in."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    caches: list[str] = []
+
+    def build(program, package_path, inductor_configs):
+        caches.append(cache_dir())
+        built = export_dir(source, "fp32") / Path(package_path).name
+        if Path(package_path).stem == broken:
+            _write_without_metadata(built, Path(package_path))
+        else:
+            shutil.copy(built, package_path)
+        return package_path
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", build)
+    return caches
+
+
+def test_an_export_builds_in_a_cache_of_its_own_and_deletes_it(exported, tmp_path, monkeypatch):
+    """Inductor's shared cache let two builds of one model at once break a package (`_own_inductor_cache`)."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    folder = _copy(exported[0], tmp_path)
+    shutil.rmtree(folder / "exported")
+    caches = _fake_builds(monkeypatch, exported[0])
+    export_model(folder, "fp32", progress=lambda line: None)
+    assert len(caches) == len(GRAPH_NAMES) and len(set(caches)) == 1
+    assert not caches[0].startswith(default_cache_dir()) and not Path(caches[0]).exists()
+    _, model = load_model(str(folder), "cpu", "fp32", engine="exported")
+    assert model.exported_decoding is not None
+
+
+def test_an_export_whose_package_does_not_load_keeps_nothing_and_says_so(exported, tmp_path, monkeypatch):
+    """Each package is loaded once as it is built: one that would not load is not written, and the packages
+    built before stay as they were."""
+    folder = _copy(exported[0], tmp_path)
+    manifest = (export_dir(folder, "fp32") / MANIFEST).read_bytes()
+    caches = _fake_builds(monkeypatch, exported[0], broken="decoder_step")
+    with pytest.raises(ExportError, match=r"nothing was kept, as .* decoder_step\.pt2 does not load"):
+        export_model(folder, "fp32", progress=lambda line: None)
+    assert (export_dir(folder, "fp32") / MANIFEST).read_bytes() == manifest
+    assert sorted(path.name for path in (folder / "exported").iterdir()) == ["fp32"]  # no building folder left
+    assert not Path(caches[0]).exists()
+    _, model = load_model(str(folder), "cpu", "fp32", engine="exported")
+    assert model.exported_decoding is not None
 
 
 def test_export_refuses_what_it_cannot_build_before_building(tmp_path, monkeypatch, capsys, exported):
