@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
+from .folder_lock import hold_folder
 from .translation_formats import TRANSLATION_FORMATS, translation_format
 
 #: the folder inside a model folder that holds its exported packages, one sub-folder per format
@@ -199,7 +200,8 @@ def export_model(
 ) -> Path:
     """Build the packages of the model saved in ``model_dir`` in format ``dtype`` (`exportable_formats`) and
     return their folder (`export_dir`); packages built before are replaced only once the new ones are
-    complete. ``progress`` gets one line per stage (default: standard error)."""
+    complete, and a second export of the model in the same format is refused while one runs (`folder_lock`).
+    ``progress`` gets one line per stage (default: standard error)."""
     from .export_graphs import GRAPH_NAMES
     from .inference import load_model
 
@@ -214,12 +216,17 @@ def export_model(
     if problem:
         raise ExportError(problem)
     _check_compiler()
-    started = time.perf_counter()
-    # as translate loads it: int8 with its int8 layers, whose weights are handed over at load as the others'
-    _, model = load_model(str(folder), "cpu", fmt.name, engine="eager")
-    summary = _model_summary(model)
-    say(f"exporting {summary} in {fmt.name}: tracing {len(GRAPH_NAMES)} graphs")
-    with warnings.catch_warnings():
+
+    def refusal(holder: str) -> str:
+        return f"{folder} is being exported in {fmt.name} by another process ({holder}); wait for it to end"
+
+    # one export of a model in a format at a time: a second would delete the first's building folder
+    with hold_folder(folder / EXPORT_DIR, f".export-{fmt.name}.lock", refusal), warnings.catch_warnings():
+        started = time.perf_counter()
+        # as translate loads it: int8 with its int8 layers, whose weights are handed over at load as the others'
+        _, model = load_model(str(folder), "cpu", fmt.name, engine="eager")
+        summary = _model_summary(model)
+        say(f"exporting {summary} in {fmt.name}: tracing {len(GRAPH_NAMES)} graphs")
         # torch's own pytree deprecation, raised inside its exporter (torch 2.13), not about the model
         warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
         # and Inductor's int8 lowering copying its own zero points (mkldnn_lowerings, torch 2.13)

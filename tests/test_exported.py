@@ -35,6 +35,7 @@ from hf_graphtf.exported_models import (
     exportable_formats,
     torch_export_problem,
 )
+from hf_graphtf.folder_lock import FolderInUseError, hold_folder
 from hf_graphtf.inference import load_model, translate_texts
 from hf_graphtf.self_check import matrix
 from hf_graphtf.transformers_seam import cache_tensors
@@ -464,10 +465,24 @@ def test_an_export_whose_package_does_not_load_keeps_nothing_and_says_so(exporte
     with pytest.raises(ExportError, match=r"nothing was kept, as .* decoder_step\.pt2 does not load"):
         export_model(folder, "fp32", progress=lambda line: None)
     assert (export_dir(folder, "fp32") / MANIFEST).read_bytes() == manifest
-    assert sorted(path.name for path in (folder / "exported").iterdir()) == ["fp32"]  # no building folder left
+    assert not (folder / "exported" / ".building-fp32").exists()
     assert not Path(caches[0]).exists()
     _, model = load_model(str(folder), "cpu", "fp32", engine="exported")
     assert model.exported_decoding is not None
+
+
+def test_a_second_export_of_a_model_in_a_format_is_refused_while_one_runs(exported, tmp_path, capsys):
+    """A second export would delete the first's building folder: it is refused before it loads anything, in one
+    line naming the process that holds the folder, and the packages there stay."""
+    folder = _copy(exported[0], tmp_path)
+    manifest = (export_dir(folder, "fp32") / MANIFEST).read_bytes()
+    with hold_folder(folder / "exported", ".export-fp32.lock", lambda holder: holder):  # a live export
+        with pytest.raises(FolderInUseError, match=f"{folder} is being exported in fp32 by another process \\(pid "):
+            export_model(folder, "fp32")
+        assert cli.main(["export", "--model", str(folder), "--dtype", "fp32"]) == 2
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "is being exported in fp32 by another process" in errors[0]
+    assert (export_dir(folder, "fp32") / MANIFEST).read_bytes() == manifest
 
 
 def test_export_refuses_what_it_cannot_build_before_building(tmp_path, monkeypatch, capsys, exported):
