@@ -54,12 +54,17 @@ def take_cache(kwargs: dict[str, Any]) -> Cache | None:
     """Remove the KV cache from ``kwargs`` under either name and return it (None if absent).
 
     Both names work on every release, as Transformers' own deprecation lets them; both at once is an
-    error there and here."""
+    error there and here. A loop, not ``next(generator, None)``: this runs inside the compiled forward
+    (``--compile on``), and torch 2.6's compiler cannot trace ``next`` with a default."""
     given = [name for name in _CACHE_NAMES if kwargs.get(name) is not None]
     if len(given) > 1:
         raise ValueError("pass the KV cache as `cache` or as `past_key_values`, not both")
-    found = [kwargs.pop(name, None) for name in _CACHE_NAMES]
-    return next((cache for cache in found if cache is not None), None)
+    cache = None
+    for name in _CACHE_NAMES:
+        value = kwargs.pop(name, None)
+        if cache is None:
+            cache = value
+    return cache
 
 
 def cache_kwargs(cache: Cache | None) -> dict[str, Cache | None]:

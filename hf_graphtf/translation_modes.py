@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import UserError
 from .translation_formats import (
     RESULTS_PAGE,
     TRANSLATION_FORMATS,
@@ -197,13 +198,40 @@ def compile_decoding(model: Any, *, backend: str = "inductor") -> Any:
     if refusal is not None:  # said before the first batch, not as a compiler trace at it
         raise ValueError(refusal)
     model.generation_config.cache_implementation = "static"
-    model.forward = torch.compile(model.forward, fullgraph=True, backend=backend)
+    model.forward = _said_if_it_fails(torch.compile(model.forward, fullgraph=True, backend=backend), model.forward)
     return model
+
+
+class CompileError(UserError, RuntimeError):
+    """The installed torch cannot compile a model's decoding step (`compile_decoding`)."""
+
+
+def _said_if_it_fails(compiled: Any, forward: Any) -> Any:
+    """``compiled`` (the model's ``forward`` under `torch.compile`), whose compiler failures at a batch become
+    a `CompileError` of one line instead of a compiler trace of a hundred: torch 2.6's compiler, for one,
+    cannot trace Transformers 5.17's forward (tests/test_translation_modes.py)."""
+    import functools
+
+    import torch
+
+    @functools.wraps(forward)
+    def forward_compiled(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return compiled(*args, **kwargs)
+        except torch._dynamo.exc.TorchDynamoException as error:
+            lines = str(error).strip().splitlines()
+            raise CompileError(
+                f"torch {torch.__version__} cannot compile this model's decoding step ({type(error).__name__}: "
+                f"{lines[0] if lines else 'no message'}); translate without --compile"
+            ) from error
+
+    return forward_compiled
 
 
 __all__ = [
     "COMPILED_DECODING_PAYS",
     "COMPILE_CHOICES",
+    "CompileError",
     "DTYPE_ALIASES",
     "RESULTS_PAGE",
     "TORCH_DTYPES",

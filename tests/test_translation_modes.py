@@ -219,6 +219,26 @@ def test_the_cli_compiles_decoding_on_request_and_translates_the_same(trained, t
     assert "not int8" in capsys.readouterr().err and not compiled
 
 
+def test_a_model_torch_cannot_compile_is_said_in_one_line(trained, tmp_path, capsys, monkeypatch):
+    """Where torch's compiler fails on the forward (torch 2.6 on Transformers 5.17 does), ``--compile on``
+    ends with one ``error:`` line naming torch and the compiler's reason, not a compiler trace."""
+    import torch
+
+    def fails(*args, **kwargs):
+        raise torch._dynamo.exc.TorchDynamoException("call_method co_varnames __contains__\n(the trace)")
+
+    monkeypatch.setattr(torch, "compile", lambda forward, **options: fails)
+    (tmp_path / "in.txt").write_text("El rey dijo pan.\n", encoding="utf-8")
+    argv = ["translate", "--model", str(trained.output_dir), "--input", str(tmp_path / "in.txt"), "--quiet"]
+    argv += ["--max-new-tokens", "4", "--dtype", "fp32", "--compile", "on"]
+    assert cli.main(argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: torch {torch.__version__} cannot compile this model's decoding step (TorchDynamoException: "
+        "call_method co_varnames __contains__); translate without --compile"
+    ]
+
+
 def cli_inference():
     from hf_graphtf import inference
 
