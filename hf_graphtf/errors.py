@@ -28,4 +28,11 @@ def report_user_error(error: BaseException) -> int:
     return USER_ERROR_EXIT
 
 
-__all__ = ["USER_ERROR_EXIT", "UserError", "report_user_error"]
+def named_first_line(error: BaseException) -> str:
+    """``Type: first line`` of an error whose message runs long (torch's compilers and exporters print traces
+    of a hundred lines; the first names the cause); ``Type: Type`` where the message is empty."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else type(error).__name__}"
+
+
+__all__ = ["USER_ERROR_EXIT", "UserError", "named_first_line", "report_user_error"]

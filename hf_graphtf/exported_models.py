@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from .errors import UserError, named_first_line
 from .folder_lock import hold_folder
 from .translation_formats import TRANSLATION_FORMATS, translation_format
 
@@ -249,14 +249,13 @@ def _build(
     try:
         programs = export_graphs(model)
     except Exception as error:  # torch.export's failures are many and deep; the first line names the cause
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ExportError(f"{summary} cannot be exported: {type(error).__name__}: {first_line}") from error
+        raise ExportError(f"{summary} cannot be exported: {named_first_line(error)}") from error
     building = folder / EXPORT_DIR / f".building-{dtype}"
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
     constants = graph_constants(EncoderGraph(model))
     packages: dict[str, str] = {}
-    problem = None
+    problem = None  # raised once the cache is left: `fresh_cache` keeps its folder when an error crosses it
     with _own_inductor_cache():
         for index, name in enumerate(GRAPH_NAMES, 1):
             say(f"compiling the {name.replace('_', ' ')} graph ({index}/{len(GRAPH_NAMES)}) with AOTInductor")

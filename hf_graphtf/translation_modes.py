@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from .errors import UserError, named_first_line
 from .translation_formats import (
     RESULTS_PAGE,
     TRANSLATION_FORMATS,
@@ -219,10 +219,9 @@ def _said_if_it_fails(compiled: Any, forward: Any) -> Any:
         try:
             return compiled(*args, **kwargs)
         except torch._dynamo.exc.TorchDynamoException as error:
-            lines = str(error).strip().splitlines()
             raise CompileError(
-                f"torch {torch.__version__} cannot compile this model's decoding step ({type(error).__name__}: "
-                f"{lines[0] if lines else 'no message'}); translate without --compile"
+                f"torch {torch.__version__} cannot compile this model's decoding step ({named_first_line(error)}); "
+                "translate without --compile"
             ) from error
 
     return forward_compiled
