@@ -19,7 +19,7 @@ from .data.bible_pairs import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 from .errors import UserError, report_user_error
 from .exported_models import ENGINES, exportable_formats
 from .file_translation import FileTranslation
-from .inference import TranslationInputWarning, default_device, load_model, translate_texts
+from .inference import DEFAULT_MAX_NEW_TOKENS, TranslationInputWarning, default_device, load_model, translate_texts
 from .translation_formats import TRANSLATION_FORMATS, auto_candidates, self_checked_names
 from .translation_modes import (
     COMPILE_CHOICES,
@@ -320,7 +320,12 @@ def _add_generation_options(parser: argparse.ArgumentParser, default_dtype: str 
     parser.add_argument("--model", help="saved model directory or Hub id")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--beam-size", type=int, default=None, help="default: the model's generation config")
-    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's generation config")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help=f"default: the model's generation config, else {DEFAULT_MAX_NEW_TOKENS}; lines that reach it are named",
+    )
     parser.add_argument("--device", default=None, help="e.g. cpu, cuda; default: cuda when available")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (there is none off a terminal)")
     parser.add_argument(

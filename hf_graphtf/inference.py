@@ -22,6 +22,7 @@ from .translation_modes import (
     decides_to_compile,
     resolve_translation_dtype,
 )
+from .translation_pipeline import DEFAULT_MAX_NEW_TOKENS
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -36,7 +37,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?;\u2026\u3002\uff01\uff1f])\s+")
 
 
 class TranslationInputWarning(UserWarning):
-    """Something about the input lines that changes what the translation can hold; the CLI prints these."""
+    """Something about some lines that changes what their translations hold (input the model cannot read whole
+    or does not know, a translation cut at the length limit); the CLI prints these."""
 
 
 class LongInputWarning(TranslationInputWarning):
@@ -62,6 +64,54 @@ class UnknownTextWarning(TranslationInputWarning):
     def __init__(self, message: str, lines: dict[int, list[str]]):
         super().__init__(message)
         self.lines = lines
+
+
+class CutTranslationWarning(TranslationInputWarning):
+    """Some translations ran to the length limit and may be cut short: a model ends a translation with its
+    end-of-sentence token, and these had none before the limit (Marian's generation config forces one at the
+    limit itself, so a translation that ends there is counted too).
+
+    ``lines`` holds their 1-based numbers; ``limit`` is the limit in new tokens."""
+
+    def __init__(self, message: str, lines: list[int], limit: int):
+        super().__init__(message)
+        self.lines = lines
+        self.limit = limit
+
+
+def translation_length(model: Any, max_new_tokens: int | None) -> tuple[dict[str, int], int]:
+    """The `generate` arguments that bound a translation's length, and that bound in new tokens (the decoder's
+    start token not counted): ``max_new_tokens`` where given, else the model's generation config's
+    ``max_new_tokens`` or ``max_length``, else `DEFAULT_MAX_NEW_TOKENS` (within the decoder's positions)."""
+    config = model.generation_config
+    if max_new_tokens is None:
+        if config.max_new_tokens is not None:
+            return {}, int(config.max_new_tokens)
+        if config.max_length is not None:
+            return {}, int(config.max_length) - 1
+        positions = getattr(model.config, "max_position_embeddings", None) or DEFAULT_MAX_NEW_TOKENS + 1
+        max_new_tokens = min(DEFAULT_MAX_NEW_TOKENS, positions - 1)
+    # As a max_length: a saved model's generation config carries max_length, and max_new_tokens beside it makes
+    # Transformers warn once per batch. Decoding starts from one decoder token, so the two are the same limit
+    # for these encoder-decoders.
+    return {"max_length": max_new_tokens + 1}, max_new_tokens
+
+
+def reached_limit(generated: Any, eos_token_ids: set[int], limit: int) -> list[bool]:
+    """Whether each row of ``generated`` (the decoder's start token first) ran to ``limit`` new tokens, that is
+    held no end-of-sentence token before its last allowed position."""
+    new_tokens = generated[:, 1:].tolist()
+    return [
+        next((position + 1 for position, token in enumerate(row) if token in eos_token_ids), len(row)) >= limit
+        for row in new_tokens
+    ]
+
+
+def _eos_token_ids(model: Any) -> set[int]:
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = model.config.eos_token_id
+    return set(eos) if isinstance(eos, (list, tuple)) else {eos}
 
 
 def unknown_text(tokenizer: Any, text: str) -> list[str]:
@@ -248,13 +298,15 @@ def translate_texts(
     progress: bool = True,
     first_line: int = 1,
 ) -> list[str]:
-    """Translate ``texts`` in batches; blank lines stay blank. Unset options use the model's generation config.
+    """Translate ``texts`` in batches; blank lines stay blank. Unset options use the model's generation config;
+    where that sets no length either, a translation may have `DEFAULT_MAX_NEW_TOKENS` tokens.
 
     Nothing is truncated: a line longer than the model reads (`source_token_limit`) is translated in pieces,
     split at sentence boundaries (between words only where one sentence is too long alone), and the
     pieces' translations are joined with a space. Such lines are reported in one `LongInputWarning`
-    naming them, and lines holding text the vocabulary lacks in one `UnknownTextWarning` naming that text;
-    the CLI prints both. The warnings number ``texts[0]`` as ``first_line`` (a chunk of a longer file)."""
+    naming them, lines holding text the vocabulary lacks in one `UnknownTextWarning` naming that text, and
+    lines whose translation ran to the length limit in one `CutTranslationWarning`; the CLI prints them. The
+    warnings number ``texts[0]`` as ``first_line`` (a chunk of a longer file)."""
     limit = source_token_limit(tokenizer, model)
 
     def fits(text: str) -> bool:
@@ -277,18 +329,29 @@ def translate_texts(
                 cut_lines.append(index + first_line)
         pieces += parts
         owners += [index] * len(parts)
-    translated = _translate_pieces(
-        tokenizer, model, pieces, batch_size, num_beams, max_new_tokens, progress, limit=limit
+    generate_kwargs, length_limit = translation_length(model, max_new_tokens)
+    if num_beams is not None:
+        generate_kwargs["num_beams"] = num_beams
+    translated, reached = _translate_pieces(
+        tokenizer, model, pieces, batch_size, generate_kwargs, progress, limit=limit, length_limit=length_limit
     )
     outputs = [""] * len(texts)
     for index, translation in zip(owners, translated):
         outputs[index] = f"{outputs[index]} {translation}" if outputs[index] else translation
+    cut_translations = sorted({owners[piece] + first_line for piece, at_limit in enumerate(reached) if at_limit})
     if split_lines:
         message = _long_lines_message(split_lines, cut_lines, limit)
         warnings.warn(LongInputWarning(message, split_lines, cut_lines), stacklevel=2)
     if unknown_lines:
         message = _unknown_text_message(unknown_lines, tokenizer.unk_token)
         warnings.warn(UnknownTextWarning(message, unknown_lines), stacklevel=2)
+    if cut_translations:
+        message = (
+            f"{len(cut_translations)} translation(s) ran to the length limit of {length_limit} tokens and may be "
+            f"cut short: line {_numbers(cut_translations)}; where they are, a larger max_new_tokens (--max-new-tokens) "
+            "lets them end"
+        )
+        warnings.warn(CutTranslationWarning(message, cut_translations, length_limit), stacklevel=2)
     return outputs
 
 
@@ -307,28 +370,20 @@ def _translate_pieces(
     model: Any,
     texts: Sequence[str],
     batch_size: int,
-    num_beams: int | None,
-    max_new_tokens: int | None,
+    generate_kwargs: dict[str, Any],
     progress: bool,
     *,
     limit: int,
-) -> list[str]:
-    """Translate texts that each fit the model, in length-sorted batches."""
+    length_limit: int,
+) -> tuple[list[str], list[bool]]:
+    """Translate texts that each fit the model (``limit`` source tokens), in length-sorted batches; returns the
+    translations and whether each ran to ``length_limit`` new tokens (`reached_limit`)."""
     import torch
     from tqdm.auto import tqdm
 
-    generate_kwargs: dict[str, Any] = {}
-    if num_beams is not None:
-        generate_kwargs["num_beams"] = num_beams
-    if max_new_tokens is not None:
-        # As a max_length: a saved model's generation config carries max_length, and max_new_tokens beside
-        # it makes Transformers warn once per batch. Decoding starts from one decoder token, so the two
-        # are the same limit for these encoder-decoders.
-        if model.config.is_encoder_decoder:
-            generate_kwargs["max_length"] = max_new_tokens + 1
-        else:
-            generate_kwargs["max_new_tokens"] = max_new_tokens
+    eos_token_ids = _eos_token_ids(model)
     outputs = [""] * len(texts)
+    reached = [False] * len(texts)
     with tqdm(total=len(texts), unit="sentence", desc="Translating", disable=not progress, file=sys.stderr) as bar:
         for indices in length_sorted_batches(texts, batch_size):
             inputs = tokenizer([texts[i] for i in indices], return_tensors="pt", padding=True).to(model.device)
@@ -340,10 +395,13 @@ def _translate_pieces(
                     generated = decoding.generate(model, **inputs, **generate_kwargs)
                 else:
                     generated = model.generate(**inputs, **generate_kwargs)
-            for i, text in zip(indices, decode_token_ids(tokenizer, generated.cpu())):
+            generated = generated.cpu()
+            for i, text in zip(indices, decode_token_ids(tokenizer, generated)):
                 outputs[i] = text
+            for i, at_limit in zip(indices, reached_limit(generated, eos_token_ids, length_limit)):
+                reached[i] = at_limit
             bar.update(len(indices))
-    return outputs
+    return outputs, reached
 
 
 def decode_token_ids(tokenizer: PreTrainedTokenizerBase, token_ids: Any) -> list[str]:
@@ -375,7 +433,9 @@ def reference_lists(split: Dataset, tgt_lang: str) -> tuple[list[list[str]], lis
 
 
 __all__ = [
+    "DEFAULT_MAX_NEW_TOKENS",
     "DTYPES",
+    "CutTranslationWarning",
     "LongInputWarning",
     "TranslationInputWarning",
     "UnknownTextWarning",
@@ -383,9 +443,11 @@ __all__ = [
     "default_device",
     "length_sorted_batches",
     "load_model",
+    "reached_limit",
     "reference_lists",
     "source_token_limit",
     "split_to_fit",
     "translate_texts",
+    "translation_length",
     "unknown_text",
 ]

@@ -24,6 +24,12 @@ from .transformers_seam import pipeline_generate_kwargs
 TASK = "translation"
 
 
+#: the most new tokens a translation may have where neither the call nor the model's generation config sets a
+#: length: Transformers' model-agnostic default (20) would cut most sentences short. The pipeline's default
+#: and `inference.translate_texts`'s (the CLI's); defined here, as this module travels with checkpoints.
+DEFAULT_MAX_NEW_TOKENS = 256
+
+
 class TruncatedInputWarning(UserWarning):
     """An input was longer than the tokenizer's limit and was cut: the rest of it is not translated."""
 
@@ -36,7 +42,7 @@ class TranslationPipeline(Pipeline):
     _load_image_processor = False
     _load_feature_extractor = False
     _pipeline_calls_generate = True
-    _default_generation_config = GenerationConfig(max_new_tokens=256, num_beams=4)
+    _default_generation_config = GenerationConfig(max_new_tokens=DEFAULT_MAX_NEW_TOKENS, num_beams=4)
 
     def _sanitize_parameters(self, truncation: bool | None = None, max_length: int | None = None, **generate_kwargs):
         preprocess = {}

@@ -1,8 +1,13 @@
 """A line longer than the model reads is translated whole, in pieces, and said so: never cut silently; text
-the vocabulary lacks (it reaches the model as the unknown token) is named, not dropped silently."""
+the vocabulary lacks (it reaches the model as the unknown token) is named, not dropped silently; a
+translation that runs to the length limit is named, as it may be cut.
+
+The test model has random weights, so its translations run to the limit: the tests of the input warnings
+leave that warning aside."""
 
 from __future__ import annotations
 
+import copy
 import io
 import warnings
 
@@ -11,7 +16,17 @@ import torch
 from model_matrix import OPTION_MATRIX, tiny_model
 
 from hf_graphtf import cli
-from hf_graphtf.inference import LongInputWarning, UnknownTextWarning, split_to_fit, translate_texts, unknown_text
+from hf_graphtf.inference import (
+    DEFAULT_MAX_NEW_TOKENS,
+    CutTranslationWarning,
+    LongInputWarning,
+    UnknownTextWarning,
+    reached_limit,
+    split_to_fit,
+    translate_texts,
+    translation_length,
+    unknown_text,
+)
 
 LIMIT = 12  # source tokens the test model reads (max_position_embeddings), </s> included
 
@@ -23,6 +38,12 @@ def _sentence(start: int, words: int) -> str:
 @pytest.fixture(scope="module")
 def model():
     return tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32, max_position_embeddings=LIMIT)
+
+
+def _warning_lines(stderr: str) -> list[str]:
+    """The CLI's warning lines on ``stderr`` other than the length limit's, which every line of a random
+    model raises."""
+    return [line for line in stderr.splitlines() if line.startswith("warning:") and "length limit" not in line]
 
 
 def _fits(tokenizer):
@@ -55,6 +76,7 @@ def test_the_library_call_translates_long_lines_in_pieces_and_warns(model, tiny_
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # lines that fit: no warning
         warnings.simplefilter("ignore", UnknownTextWarning)  # of the toy vocabulary's missing "."
+        warnings.simplefilter("ignore", CutTranslationWarning)
         alone = translate_texts(tiny_tokenizer, model, [short, *pieces], **gen)
     assert out[0] == alone[0] and out[1] == ""
     assert out[2] == " ".join(alone[1:])  # the long line is its pieces' translations, joined
@@ -69,7 +91,7 @@ def test_the_cli_names_the_long_lines_on_stderr(model, tiny_tokenizer, tmp_path,
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     assert len(captured.out.splitlines()) == 2
-    warning_lines = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    warning_lines = _warning_lines(captured.err)
     assert len(warning_lines) == 2  # and one for the "." the toy vocabulary lacks
     assert "translated in pieces" in warning_lines[0] and "line 2" in warning_lines[0]
 
@@ -80,6 +102,7 @@ def test_text_the_vocabulary_lacks_is_named_not_dropped_silently(model, tiny_tok
     known, unknown = "w3 w4 w5", "w3 zebra w4 okapi zebra"
     gen = dict(num_beams=1, max_new_tokens=4, progress=False)
     with pytest.warns(UnknownTextWarning) as caught:
+        warnings.simplefilter("ignore", CutTranslationWarning)
         out = translate_texts(tiny_tokenizer, model, [known, unknown, ""], **gen)
     assert len(out) == 3 and len(caught) == 1
     warning = caught[0].message
@@ -87,8 +110,10 @@ def test_text_the_vocabulary_lacks_is_named_not_dropped_silently(model, tiny_tok
     assert "1 line(s)" in str(warning) and "line 2: 'zebra', 'okapi'" in str(warning) and "<unk>" in str(warning)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every word known: no warning
+        warnings.simplefilter("ignore", CutTranslationWarning)
         translate_texts(tiny_tokenizer, model, [known], **gen)
     with pytest.warns(UnknownTextWarning) as caught:  # a chunk of a longer file: lines numbered in the file
+        warnings.simplefilter("ignore", CutTranslationWarning)
         translate_texts(tiny_tokenizer, model, [known, unknown], first_line=41, **gen)
     assert caught[0].message.lines == {42: ["zebra", "okapi"]}
 
@@ -113,5 +138,79 @@ def test_the_cli_names_lines_with_unknown_text_on_stderr(model, tiny_tokenizer, 
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     assert len(captured.out.splitlines()) == 2
-    warning_lines = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    warning_lines = _warning_lines(captured.err)
     assert len(warning_lines) == 1 and "vocabulary lacks" in warning_lines[0] and "line 2: 'zebra'" in warning_lines[0]
+
+
+def test_reached_limit_counts_each_row_to_its_first_end_of_sentence():
+    """The decoder's start token (NLLB's is its end-of-sentence token) is not counted; a row whose end comes at
+    the limit itself (Marian forces it there) counts as reaching it, as does a row with no end at all."""
+    start, eos, pad = 9, 1, 0
+    generated = torch.tensor(
+        [
+            [start, 5, 6, eos, pad, pad],  # ended after 3 new tokens
+            [start, 5, 6, 7, 8, eos],  # ended at the 5th: the limit
+            [start, 5, 6, 7, 8, 9],  # never ended
+            [eos, 5, eos, pad, pad, pad],  # starts with eos, ended after 2
+        ]
+    )
+    assert reached_limit(generated, {eos}, 5) == [False, True, True, False]
+    assert reached_limit(generated, {eos}, 6) == [False, False, False, False]
+    assert reached_limit(generated, {eos, 6}, 5) == [False, False, False, False]  # a list of end tokens
+
+
+def test_the_length_limit_is_the_call_s_else_the_model_s_else_the_default():
+    """Transformers' model-agnostic default would stop every translation at 20 tokens; where neither the call
+    nor the model's generation config sets a length, a translation may have `DEFAULT_MAX_NEW_TOKENS`, within
+    the decoder's positions."""
+    model = tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32, max_position_embeddings=1024)
+    assert model.generation_config.max_length is None and model.generation_config.max_new_tokens is None
+    assert translation_length(model, None) == ({"max_length": DEFAULT_MAX_NEW_TOKENS + 1}, DEFAULT_MAX_NEW_TOKENS)
+    assert translation_length(model, 5) == ({"max_length": 6}, 5)
+    small = tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32, max_position_embeddings=40)
+    assert translation_length(small, None) == ({"max_length": 40}, 39)
+    small.generation_config.max_length = 30  # a trained model's, or opus-mt's 512: generate applies it
+    assert translation_length(small, None) == ({}, 29)
+    small.generation_config.max_new_tokens = 7
+    assert translation_length(small, None) == ({}, 7)
+    assert translation_length(small, 5) == ({"max_length": 6}, 5)
+
+
+def test_a_model_with_no_length_in_its_generation_config_translates_past_20_tokens(tiny_tokenizer):
+    model = tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32, max_position_embeddings=40)
+    with pytest.warns(CutTranslationWarning) as caught:  # random weights: it runs to the limit
+        (out,) = translate_texts(tiny_tokenizer, model, ["w3 w4 w5"], num_beams=1, progress=False)
+    assert len(tiny_tokenizer(out, add_special_tokens=False)["input_ids"]) == 39
+    assert [w.message.limit for w in caught if w.category is CutTranslationWarning] == [39]
+
+
+def test_translations_that_run_to_the_limit_are_named_and_those_that_end_are_not(model, tiny_tokenizer):
+    lines = [_sentence(0, 3), "", _sentence(5, 3), " ".join(_sentence(i * 5, 4) for i in range(4))]
+    gen = dict(num_beams=2, max_new_tokens=4, progress=False)
+    with warnings.catch_warnings(record=True) as caught:  # random weights: every line runs to the limit
+        warnings.simplefilter("always")
+        translate_texts(tiny_tokenizer, model, lines, first_line=41, **gen)
+    (warning,) = [w.message for w in caught if w.category is CutTranslationWarning]
+    assert warning.lines == [41, 43, 44] and warning.limit == 4  # the long line once, for its pieces
+    assert "3 translation(s) ran to the length limit of 4 tokens" in str(warning) and "line 41, 43, 44" in str(warning)
+
+    ending = copy.deepcopy(model)
+    with torch.no_grad():
+        ending.final_logits_bias[0, ending.config.eos_token_id] = 1e4  # ends every translation at once
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnknownTextWarning)  # of the toy vocabulary's missing "."
+        warnings.simplefilter("error", CutTranslationWarning)
+        assert translate_texts(tiny_tokenizer, ending, lines[:3], **gen) == ["", "", ""]
+
+
+def test_the_cli_names_the_translations_that_reach_the_limit(model, tiny_tokenizer, tmp_path, monkeypatch, capsys):
+    model.save_pretrained(tmp_path / "model")
+    tiny_tokenizer.save_pretrained(tmp_path / "model")
+    monkeypatch.setattr("sys.stdin", io.StringIO("w3 w4 w5\n\nw6 w7\n"))
+    argv = ["translate", "--model", str(tmp_path / "model"), "--max-new-tokens", "3", "--quiet"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 3
+    (line,) = [line for line in captured.err.splitlines() if "length limit" in line]
+    assert line.startswith("warning: 2 translation(s) ran to the length limit of 3 tokens") and "line 1, 3;" in line
+    assert "--max-new-tokens" in line
