@@ -157,7 +157,11 @@ def _translate_to_file(args: argparse.Namespace, texts: list[str], output: Path,
     done = job.resume()
     if done:
         print(f"resuming {output}: {done:,} of {len(texts):,} lines were translated before", file=sys.stderr)
-    loaded = _load(args, mode)
+    try:
+        loaded = _load(args, mode)
+    except BaseException:
+        job.discard_if_empty()
+        raise
     job.run(lambda chunk, first_line: _translate_with(args, chunk, loaded, first_line=first_line))
     return 0
 

@@ -66,17 +66,20 @@ class FileTranslation:
 
     def resume(self) -> int:
         """Start the job, or take up the one the partial file holds; returns the lines translated before.
-        A line the interruption cut short is dropped, to be translated again."""
-        if not (self.partial.exists() or self.record.exists()):
+        A line the interruption cut short is dropped, to be translated again. A partial file that holds no
+        whole line (a job that stopped before its first chunk) has nothing to lose, so the job starts over
+        whatever it was."""
+        held = self.partial.read_bytes() if self.partial.exists() else b""
+        whole = held.rfind(b"\n") + 1
+        if whole == 0:
             self.output.parent.mkdir(parents=True, exist_ok=True)
             self.record.write_text(json.dumps(self.job), encoding="utf-8")
             self.partial.write_bytes(b"")
             self.done = 0
             return 0
-        if not (self.partial.exists() and self.record.exists()):
-            left, missing = (self.partial, self.record) if self.partial.exists() else (self.record, self.partial)
+        if not self.record.exists():
             raise PartialOutputError(
-                f"{left} is left from a translation, without {missing.name}: delete it to start over"
+                f"{self.partial} is left from a translation, without {self.record.name}: delete it to start over"
             )
         recorded = json.loads(self.record.read_text(encoding="utf-8"))
         differing = [name for name in self.job if recorded.get(name) != self.job[name]]
@@ -85,25 +88,35 @@ class FileTranslation:
                 f"{self.partial} holds part of another translation (it differs in {', '.join(differing)}): "
                 f"delete it and {self.record.name} to start over"
             )
-        data = self.partial.read_bytes()
-        whole = data.rfind(b"\n") + 1
-        if whole < len(data):
+        if whole < len(held):
             with open(self.partial, "r+b") as handle:
                 handle.truncate(whole)
-        self.done = data[:whole].count(b"\n")
+        self.done = held[:whole].count(b"\n")
         return self.done
+
+    def discard_if_empty(self) -> None:
+        """Remove the partial file and its record where the partial file holds nothing: called when the job
+        fails before its first chunk (a model that does not load, a refused option), so that no file is left
+        that looks like a translation under way."""
+        if self.partial.exists() and self.partial.stat().st_size == 0:
+            self.partial.unlink()
+            self.record.unlink(missing_ok=True)
 
     def run(self, translate: Callable[[Sequence[str], int], list[str]]) -> Path:
         """Translate the lines not yet done, ``translate(chunk, first_line)`` a chunk at a time (lines
         numbered from 1), each chunk appended and synced before the next; then rename the partial file to
         the output and drop the record. Returns the output's path."""
         chunk = CHUNK_BATCHES * self.batch_size
-        with open(self.partial, "a", encoding="utf-8") as handle:
-            for start in range(self.done, len(self.texts), chunk):
-                translations = translate(self.texts[start : start + chunk], start + 1)
-                handle.writelines(text + "\n" for text in translations)
-                handle.flush()
-                os.fsync(handle.fileno())
+        try:
+            with open(self.partial, "a", encoding="utf-8") as handle:
+                for start in range(self.done, len(self.texts), chunk):
+                    translations = translate(self.texts[start : start + chunk], start + 1)
+                    handle.writelines(text + "\n" for text in translations)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+        except BaseException:
+            self.discard_if_empty()
+            raise
         os.replace(self.partial, self.output)
         self.record.unlink()
         return self.output

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .errors import UserError
 from .translation_formats import TRANSLATION_FORMATS, LiveMapping, float_format_names
 from .translation_modes import (
     TranslationMode,
@@ -79,22 +80,46 @@ class CutTranslationWarning(TranslationInputWarning):
         self.limit = limit
 
 
+class TranslationLengthError(UserError, ValueError):
+    """A length limit past the decoder's positions: decoding would fail at that position, after translating
+    every line up to it (an index error in the position table, or the exported graphs' shape check)."""
+
+
+def most_new_tokens(model: Any) -> int | None:
+    """The most new tokens the model's decoder reads: its positions less the start token's (None for a model
+    without a position table)."""
+    positions = getattr(model.config, "max_position_embeddings", None)
+    return None if positions is None else int(positions) - 1
+
+
 def translation_length(model: Any, max_new_tokens: int | None) -> tuple[dict[str, int], int]:
     """The `generate` arguments that bound a translation's length, and that bound in new tokens (the decoder's
     start token not counted): ``max_new_tokens`` where given, else the model's generation config's
-    ``max_new_tokens`` or ``max_length``, else `DEFAULT_MAX_NEW_TOKENS` (within the decoder's positions)."""
+    ``max_new_tokens`` or ``max_length``, else `DEFAULT_MAX_NEW_TOKENS`; a bound past the decoder's positions
+    raises `TranslationLengthError`."""
     config = model.generation_config
-    if max_new_tokens is None:
-        if config.max_new_tokens is not None:
-            return {}, int(config.max_new_tokens)
-        if config.max_length is not None:
-            return {}, int(config.max_length) - 1
-        positions = getattr(model.config, "max_position_embeddings", None) or DEFAULT_MAX_NEW_TOKENS + 1
-        max_new_tokens = min(DEFAULT_MAX_NEW_TOKENS, positions - 1)
-    # As a max_length: a saved model's generation config carries max_length, and max_new_tokens beside it makes
-    # Transformers warn once per batch. Decoding starts from one decoder token, so the two are the same limit
-    # for these encoder-decoders.
-    return {"max_length": max_new_tokens + 1}, max_new_tokens
+    most = most_new_tokens(model)
+    if max_new_tokens is None and config.max_new_tokens is not None:
+        bound, named = int(config.max_new_tokens), f"the generation config's max_new_tokens {config.max_new_tokens}"
+        kwargs = {}
+    elif max_new_tokens is None and config.max_length is not None:
+        bound, named = int(config.max_length) - 1, f"the generation config's max_length {config.max_length}"
+        kwargs = {}
+    else:
+        bound = max_new_tokens
+        if bound is None:
+            bound = DEFAULT_MAX_NEW_TOKENS if most is None else min(DEFAULT_MAX_NEW_TOKENS, most)
+        named = f"max_new_tokens {bound}"
+        # As a max_length: a saved model's generation config carries max_length, and max_new_tokens beside it
+        # makes Transformers warn once per batch. Decoding starts from one decoder token, so the two are the
+        # same limit for these encoder-decoders.
+        kwargs = {"max_length": bound + 1}
+    if most is not None and bound > most:
+        raise TranslationLengthError(
+            f"{named} is more than this model's decoder reads ({most + 1} positions, max_position_embeddings): "
+            f"at most {most} new tokens; set --max-new-tokens {most} or less"
+        )
+    return kwargs, bound
 
 
 def reached_limit(generated: Any, eos_token_ids: set[int], limit: int) -> list[bool]:
@@ -307,6 +332,9 @@ def translate_texts(
     naming them, lines holding text the vocabulary lacks in one `UnknownTextWarning` naming that text, and
     lines whose translation ran to the length limit in one `CutTranslationWarning`; the CLI prints them. The
     warnings number ``texts[0]`` as ``first_line`` (a chunk of a longer file)."""
+    generate_kwargs, length_limit = translation_length(model, max_new_tokens)  # a bad limit fails before decoding
+    if num_beams is not None:
+        generate_kwargs["num_beams"] = num_beams
     limit = source_token_limit(tokenizer, model)
 
     def fits(text: str) -> bool:
@@ -329,9 +357,6 @@ def translate_texts(
                 cut_lines.append(index + first_line)
         pieces += parts
         owners += [index] * len(parts)
-    generate_kwargs, length_limit = translation_length(model, max_new_tokens)
-    if num_beams is not None:
-        generate_kwargs["num_beams"] = num_beams
     translated, reached = _translate_pieces(
         tokenizer, model, pieces, batch_size, generate_kwargs, progress, limit=limit, length_limit=length_limit
     )
@@ -346,11 +371,7 @@ def translate_texts(
         message = _unknown_text_message(unknown_lines, tokenizer.unk_token)
         warnings.warn(UnknownTextWarning(message, unknown_lines), stacklevel=2)
     if cut_translations:
-        message = (
-            f"{len(cut_translations)} translation(s) ran to the length limit of {length_limit} tokens and may be "
-            f"cut short: line {_numbers(cut_translations)}; where they are, a larger max_new_tokens (--max-new-tokens) "
-            "lets them end"
-        )
+        message = _cut_translations_message(cut_translations, length_limit, most_new_tokens(model))
         warnings.warn(CutTranslationWarning(message, cut_translations, length_limit), stacklevel=2)
     return outputs
 
@@ -363,6 +384,18 @@ def _long_lines_message(split_lines: list[int], cut_lines: list[int], limit: int
     if cut_lines:
         message += f"; in line {_numbers(cut_lines)} a sentence was itself too long and was cut between words"
     return message
+
+
+def _cut_translations_message(lines: list[int], limit: int, most: int | None) -> str:
+    remedy = (
+        "where they are, a larger max_new_tokens (--max-new-tokens) lets them end"
+        if most is None or limit < most
+        else "the model's decoder reads no more"
+    )
+    return (
+        f"{len(lines)} translation(s) ran to the length limit of {limit} tokens and may be cut short: "
+        f"line {_numbers(lines)}; {remedy}"
+    )
 
 
 def _translate_pieces(
@@ -438,11 +471,13 @@ __all__ = [
     "CutTranslationWarning",
     "LongInputWarning",
     "TranslationInputWarning",
+    "TranslationLengthError",
     "UnknownTextWarning",
     "decode_token_ids",
     "default_device",
     "length_sorted_batches",
     "load_model",
+    "most_new_tokens",
     "reached_limit",
     "reference_lists",
     "source_token_limit",

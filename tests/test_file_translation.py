@@ -55,6 +55,7 @@ def test_an_interrupted_job_resumes_after_its_last_whole_line_and_translates_not
 def test_another_jobs_partial_file_is_refused_naming_what_differs(tmp_path, field):
     output = tmp_path / "out.txt"
     FileTranslation(TEXTS, output, **OPTIONS).resume()
+    output.with_name("out.txt.partial").write_text("W3 W4\n", encoding="utf-8")  # a line translated
     texts, options = TEXTS, dict(OPTIONS)
     if field == "input":
         texts = [*TEXTS[:-1], "w40"]
@@ -69,6 +70,7 @@ def test_another_jobs_partial_file_is_refused_naming_what_differs(tmp_path, fiel
 def test_a_partial_file_without_its_record_and_an_old_record_format(tmp_path):
     output = tmp_path / "out.txt"
     FileTranslation(TEXTS, output, **OPTIONS).resume()
+    output.with_name("out.txt.partial").write_text("W3 W4\n", encoding="utf-8")  # a line translated
     record = output.with_name("out.txt.partial.json")
     saved = json.loads(record.read_text(encoding="utf-8"))
     record.unlink()
@@ -77,7 +79,29 @@ def test_a_partial_file_without_its_record_and_an_old_record_format(tmp_path):
     # the record the CLI wrote before the job moved into the library has the same keys: it still resumes
     assert sorted(saved) == ["beam_size", "dtype", "input_sha256", "lines", "max_new_tokens", "model"]
     record.write_text(json.dumps(saved), encoding="utf-8")
-    assert FileTranslation(TEXTS, output, **OPTIONS).resume() == 0
+    assert FileTranslation(TEXTS, output, **OPTIONS).resume() == 1
+
+
+def test_a_job_that_stopped_before_its_first_line_leaves_nothing_and_holds_nothing_back(tmp_path):
+    """A job that fails before its first chunk (a model that does not load, an option the model refuses)
+    leaves no partial file; one left empty by a killed run holds no work, so another job starts over on it
+    instead of being refused."""
+    output = tmp_path / "out.txt"
+    job = FileTranslation(TEXTS, output, **OPTIONS)
+    job.resume()
+
+    def refused(chunk, first_line):
+        raise ValueError("refused before any line")
+
+    with pytest.raises(ValueError, match="refused before any line"):
+        job.run(refused)
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+    FileTranslation(TEXTS, output, **OPTIONS).resume()  # then killed before its first chunk
+    other = FileTranslation(TEXTS, output, **{**OPTIONS, "max_new_tokens": 9})
+    assert other.resume() == 0
+    assert json.loads(other.record.read_text(encoding="utf-8"))["max_new_tokens"] == 9
+    assert other.run(lambda chunk, first: [text.upper() for text in chunk]) == output
 
 
 def test_translate_file_writes_what_translate_texts_gives_and_resumes(tiny_tokenizer, tmp_path):

@@ -20,6 +20,7 @@ from hf_graphtf.inference import (
     DEFAULT_MAX_NEW_TOKENS,
     CutTranslationWarning,
     LongInputWarning,
+    TranslationLengthError,
     UnknownTextWarning,
     reached_limit,
     split_to_fit,
@@ -181,7 +182,8 @@ def test_a_model_with_no_length_in_its_generation_config_translates_past_20_toke
     with pytest.warns(CutTranslationWarning) as caught:  # random weights: it runs to the limit
         (out,) = translate_texts(tiny_tokenizer, model, ["w3 w4 w5"], num_beams=1, progress=False)
     assert len(tiny_tokenizer(out, add_special_tokens=False)["input_ids"]) == 39
-    assert [w.message.limit for w in caught if w.category is CutTranslationWarning] == [39]
+    (warning,) = [w.message for w in caught if w.category is CutTranslationWarning]
+    assert warning.limit == 39 and str(warning).endswith("the model's decoder reads no more")
 
 
 def test_translations_that_run_to_the_limit_are_named_and_those_that_end_are_not(model, tiny_tokenizer):
@@ -213,4 +215,32 @@ def test_the_cli_names_the_translations_that_reach_the_limit(model, tiny_tokeniz
     assert len(captured.out.splitlines()) == 3
     (line,) = [line for line in captured.err.splitlines() if "length limit" in line]
     assert line.startswith("warning: 2 translation(s) ran to the length limit of 3 tokens") and "line 1, 3;" in line
-    assert "--max-new-tokens" in line
+    assert line.endswith("where they are, a larger max_new_tokens (--max-new-tokens) lets them end")
+
+
+def test_a_length_limit_past_the_decoder_s_positions_is_refused_before_decoding():
+    """Past its positions the decoder fails at that position (an index error in the table), after decoding
+    every line up to it: the limit is refused first, naming the most the model reads."""
+    model = tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32, max_position_embeddings=40)
+    assert translation_length(model, 39) == ({"max_length": 40}, 39)
+    with pytest.raises(TranslationLengthError, match=r"max_new_tokens 40 is more .* at most 39 new tokens"):
+        translation_length(model, 40)
+    model.generation_config.max_length = 60  # a model's own limit past its positions
+    with pytest.raises(TranslationLengthError, match="the generation config's max_length 60 is more"):
+        translation_length(model, None)
+    assert translation_length(model, 10) == ({"max_length": 11}, 10)  # the call's limit wins
+
+
+def test_the_cli_refuses_a_length_limit_past_the_decoder_s_positions(model, tiny_tokenizer, tmp_path, capsys):
+    model.save_pretrained(tmp_path / "model")
+    tiny_tokenizer.save_pretrained(tmp_path / "model")
+    (tmp_path / "in.txt").write_text("w3 w4 w5\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    argv = ["translate", "--model", str(tmp_path / "model"), "--input", str(tmp_path / "in.txt"), "--quiet"]
+    assert cli.main([*argv, "--output", str(out), "--max-new-tokens", str(LIMIT)]) == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error == (
+        f"error: max_new_tokens {LIMIT} is more than this model's decoder reads ({LIMIT} positions, "
+        f"max_position_embeddings): at most {LIMIT - 1} new tokens; set --max-new-tokens {LIMIT - 1} or less"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "model"]  # nothing written
