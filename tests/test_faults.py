@@ -406,6 +406,23 @@ def test_a_missing_input_file_is_named(tmp_path, saved_model, capsys):
     assert "missing.txt: no such file" in capsys.readouterr().err
 
 
+def test_a_length_limit_past_the_decoder_s_positions_is_refused_before_any_line(tmp_path, saved_model, capsys):
+    """Decoding would fail at the position past the table, in a traceback, after every line up to it; the limit
+    is refused first, and the job leaves no partial file that would refuse the corrected command."""
+    positions = json.loads((saved_model / "config.json").read_text(encoding="utf-8"))["max_position_embeddings"]
+    source, output = _write(tmp_path / "in.txt", "w3 w4 w5\n"), tmp_path / "out.txt"
+    argv = ["translate", "--model", str(saved_model), "--input", str(source), "--output", str(output), "--quiet"]
+    assert cli_main([*argv, "--max-new-tokens", str(positions)]) == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error == (
+        f"error: max_new_tokens {positions} is more than this model's decoder reads ({positions} positions, "
+        f"max_position_embeddings): at most {positions - 1} new tokens; set --max-new-tokens {positions - 1} or less"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
+    assert cli_main([*argv, "--max-new-tokens", "3"]) == 0
+    assert len(output.read_text(encoding="utf-8").splitlines()) == 1
+
+
 # --------------------------------------------------------------------------- checkpoints and resume
 
 

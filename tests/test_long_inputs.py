@@ -229,18 +229,3 @@ def test_a_length_limit_past_the_decoder_s_positions_is_refused_before_decoding(
     with pytest.raises(TranslationLengthError, match="the generation config's max_length 60 is more"):
         translation_length(model, None)
     assert translation_length(model, 10) == ({"max_length": 11}, 10)  # the call's limit wins
-
-
-def test_the_cli_refuses_a_length_limit_past_the_decoder_s_positions(model, tiny_tokenizer, tmp_path, capsys):
-    model.save_pretrained(tmp_path / "model")
-    tiny_tokenizer.save_pretrained(tmp_path / "model")
-    (tmp_path / "in.txt").write_text("w3 w4 w5\n", encoding="utf-8")
-    out = tmp_path / "out.txt"
-    argv = ["translate", "--model", str(tmp_path / "model"), "--input", str(tmp_path / "in.txt"), "--quiet"]
-    assert cli.main([*argv, "--output", str(out), "--max-new-tokens", str(LIMIT)]) == 2
-    error = capsys.readouterr().err.splitlines()[-1]
-    assert error == (
-        f"error: max_new_tokens {LIMIT} is more than this model's decoder reads ({LIMIT} positions, "
-        f"max_position_embeddings): at most {LIMIT - 1} new tokens; set --max-new-tokens {LIMIT - 1} or less"
-    )
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "model"]  # nothing written
