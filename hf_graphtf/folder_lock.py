@@ -6,6 +6,9 @@ one format) would leave a corrupted or mixed result, with both exiting 0. The wr
 refused in one line that names the folder and the process holding it. The operating system drops the lock
 when the holder ends, however it ends, so a folder left by a writer that died is taken over by the next,
 with no stale lock to clear by hand.
+
+A holder that ends normally removes the lock file, which names its host: a folder uploaded whole (a model
+folder to the Hub) then carries none.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 from .errors import UserError
 
@@ -49,12 +53,8 @@ def hold_folder(folder: str | os.PathLike[str], lock_file: str, refusal: Callabl
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     lock_path = folder / lock_file
-    handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the whole block
+    handle = _lock(lock_path, refusal)
     try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise FolderInUseError(refusal(_holder(lock_path))) from None
         handle.seek(0)
         handle.truncate()
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -62,7 +62,27 @@ def hold_folder(folder: str | os.PathLike[str], lock_file: str, refusal: Callabl
         handle.flush()
         yield
     finally:
+        lock_path.unlink(missing_ok=True)  # while still held, so that no other process holds this file
         handle.close()  # releases the lock
+
+
+def _lock(lock_path: Path, refusal: Callable[[str], str]) -> IO[str]:
+    """The lock file, opened and locked; `FolderInUseError` where a live process holds it. A holder removes
+    the file as it ends, so a file opened just before that removal may be locked once it is gone: then the
+    lock is taken again on the file now at the path."""
+    while True:
+        handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held open until the block ends
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise FolderInUseError(refusal(_holder(lock_path))) from None
+        try:
+            if os.stat(lock_path).st_ino == os.fstat(handle.fileno()).st_ino:
+                return handle
+        except FileNotFoundError:
+            pass
+        handle.close()
 
 
 __all__ = ["FolderInUseError", "hold_folder"]

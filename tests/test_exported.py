@@ -291,6 +291,13 @@ def test_the_packages_hold_no_weights(exported):
         assert not [name for name in names if "constant" in name or "weights" in name], names
 
 
+def test_an_export_leaves_no_lock_file(exported):
+    """The export's lock file names the host that built it: gone once the export ends, so a model folder
+    uploaded whole does not carry it."""
+    folder, _ = exported
+    assert not [path.name for path in (folder / "exported").iterdir() if path.suffix == ".lock"]
+
+
 def test_the_packages_run_on_the_threads_torch_is_set_to(exported):
     """Their kernels are parallel with the thread count read at run time, not the build process's written in
     (the fixture builds on one thread: built as it was, a package would stay serial under ``--threads 2``)."""

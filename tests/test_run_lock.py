@@ -22,6 +22,33 @@ def test_a_held_folder_refuses_a_second_holder_until_released(tmp_path):
             pass
     with hold_output_folder(tmp_path / "out"):  # released when the run ends
         pass
+    assert not (tmp_path / "out" / LOCK_FILE).exists()  # and gone: an uploaded folder does not carry its host
+
+
+def test_a_lock_file_removed_as_it_was_opened_is_taken_again_at_its_path(tmp_path, monkeypatch):
+    """A holder removes the lock file as it ends; a process that opened that file just before locks a file no
+    other process can find, so it takes the lock again on the file now at the path."""
+    from hf_graphtf import folder_lock
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / LOCK_FILE).write_text("{}")
+    real_flock, calls = folder_lock.fcntl.flock, []
+
+    def flock_after_the_holder_ended(handle, operation):
+        if not calls:  # the previous holder removes its file between this open and this lock
+            (folder / LOCK_FILE).unlink()
+        calls.append(operation)
+        return real_flock(handle, operation)
+
+    monkeypatch.setattr(folder_lock.fcntl, "flock", flock_after_the_holder_ended)
+    with hold_output_folder(folder):
+        assert len(calls) == 2  # locked twice: the removed file, then the one at the path
+        assert json.loads((folder / LOCK_FILE).read_text(encoding="utf-8"))["pid"] == os.getpid()
+        monkeypatch.setattr(folder_lock.fcntl, "flock", real_flock)
+        with pytest.raises(FolderInUseError):  # and that file is the one held
+            with hold_output_folder(folder):
+                pass
 
 
 def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path):
