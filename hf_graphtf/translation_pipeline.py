@@ -23,7 +23,6 @@ from .transformers_seam import pipeline_generate_kwargs
 #: the task name a checkpoint's ``custom_pipelines`` entry declares
 TASK = "translation"
 
-
 #: the most new tokens a translation may have where neither the call nor the model's generation config sets a
 #: length: Transformers' model-agnostic default (20) would cut most sentences short. The pipeline's default
 #: and `inference.translate_texts`'s (the CLI's); defined here, as this module travels with checkpoints.
