@@ -41,6 +41,17 @@ def model():
     return tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32, max_position_embeddings=LIMIT)
 
 
+def _translate_on_the_cli(model, tokenizer, tmp_path, monkeypatch, capsys, text: str, max_new_tokens: int):
+    """``hf-graphtf translate`` of ``text`` from stdin with ``model`` saved: its output lines and its stderr."""
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    argv = ["translate", "--model", str(tmp_path / "model"), "--max-new-tokens", str(max_new_tokens), "--quiet"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    return captured.out.splitlines(), captured.err
+
+
 def _warning_lines(stderr: str) -> list[str]:
     """The CLI's warning lines on ``stderr`` other than the length limit's, which every line of a random
     model raises."""
@@ -84,15 +95,11 @@ def test_the_library_call_translates_long_lines_in_pieces_and_warns(model, tiny_
 
 
 def test_the_cli_names_the_long_lines_on_stderr(model, tiny_tokenizer, tmp_path, monkeypatch, capsys):
-    model.save_pretrained(tmp_path / "model")
-    tiny_tokenizer.save_pretrained(tmp_path / "model")
     lines = [_sentence(0, 3), " ".join(_sentence(i * 5, 4) for i in range(4))]
-    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
-    argv = ["translate", "--model", str(tmp_path / "model"), "--max-new-tokens", "4", "--quiet"]
-    assert cli.main(argv) == 0
-    captured = capsys.readouterr()
-    assert len(captured.out.splitlines()) == 2
-    warning_lines = _warning_lines(captured.err)
+    text = "\n".join(lines) + "\n"
+    out, err = _translate_on_the_cli(model, tiny_tokenizer, tmp_path, monkeypatch, capsys, text, max_new_tokens=4)
+    assert len(out) == 2
+    warning_lines = _warning_lines(err)
     assert len(warning_lines) == 2  # and one for the "." the toy vocabulary lacks
     assert "translated in pieces" in warning_lines[0] and "line 2" in warning_lines[0]
 
@@ -132,14 +139,10 @@ def test_a_slow_sentencepiece_tokenizer_names_the_unknown_characters(tmp_path):
 
 
 def test_the_cli_names_lines_with_unknown_text_on_stderr(model, tiny_tokenizer, tmp_path, monkeypatch, capsys):
-    model.save_pretrained(tmp_path / "model")
-    tiny_tokenizer.save_pretrained(tmp_path / "model")
-    monkeypatch.setattr("sys.stdin", io.StringIO("w3 w4 w5\nw3 zebra\n"))
-    argv = ["translate", "--model", str(tmp_path / "model"), "--max-new-tokens", "4", "--quiet"]
-    assert cli.main(argv) == 0
-    captured = capsys.readouterr()
-    assert len(captured.out.splitlines()) == 2
-    warning_lines = _warning_lines(captured.err)
+    text = "w3 w4 w5\nw3 zebra\n"
+    out, err = _translate_on_the_cli(model, tiny_tokenizer, tmp_path, monkeypatch, capsys, text, max_new_tokens=4)
+    assert len(out) == 2
+    warning_lines = _warning_lines(err)
     assert len(warning_lines) == 1 and "vocabulary lacks" in warning_lines[0] and "line 2: 'zebra'" in warning_lines[0]
 
 
@@ -206,14 +209,10 @@ def test_translations_that_run_to_the_limit_are_named_and_those_that_end_are_not
 
 
 def test_the_cli_names_the_translations_that_reach_the_limit(model, tiny_tokenizer, tmp_path, monkeypatch, capsys):
-    model.save_pretrained(tmp_path / "model")
-    tiny_tokenizer.save_pretrained(tmp_path / "model")
-    monkeypatch.setattr("sys.stdin", io.StringIO("w3 w4 w5\n\nw6 w7\n"))
-    argv = ["translate", "--model", str(tmp_path / "model"), "--max-new-tokens", "3", "--quiet"]
-    assert cli.main(argv) == 0
-    captured = capsys.readouterr()
-    assert len(captured.out.splitlines()) == 3
-    (line,) = [line for line in captured.err.splitlines() if "length limit" in line]
+    text = "w3 w4 w5\n\nw6 w7\n"
+    out, err = _translate_on_the_cli(model, tiny_tokenizer, tmp_path, monkeypatch, capsys, text, max_new_tokens=3)
+    assert len(out) == 3
+    (line,) = [line for line in err.splitlines() if "length limit" in line]
     assert line.startswith("warning: 2 translation(s) ran to the length limit of 3 tokens") and "line 1, 3;" in line
     assert line.endswith("where they are, a larger max_new_tokens (--max-new-tokens) lets them end")
 
