@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import UserError
+from .transformers_seam import new_token_limit
 from .translation_formats import TRANSLATION_FORMATS, LiveMapping, float_format_names
 from .translation_modes import (
     TranslationMode,
@@ -23,7 +24,7 @@ from .translation_modes import (
     decides_to_compile,
     resolve_translation_dtype,
 )
-from .translation_pipeline import DEFAULT_MAX_NEW_TOKENS
+from .translation_pipeline import DEFAULT_MAX_NEW_TOKENS, end_token_ids, most_new_tokens, reached_limit
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -85,13 +86,6 @@ class TranslationLengthError(UserError, ValueError):
     every line up to it (an index error in the position table, or the exported graphs' shape check)."""
 
 
-def most_new_tokens(model: Any) -> int | None:
-    """The most new tokens the model's decoder reads: its positions less the start token's (None for a model
-    without a position table)."""
-    positions = getattr(model.config, "max_position_embeddings", None)
-    return None if positions is None else int(positions) - 1
-
-
 def translation_length(model: Any, max_new_tokens: int | None) -> tuple[dict[str, int], int]:
     """The `generate` arguments that bound a translation's length, and that bound in new tokens (the decoder's
     start token not counted): ``max_new_tokens`` where given, else the model's generation config's
@@ -99,44 +93,28 @@ def translation_length(model: Any, max_new_tokens: int | None) -> tuple[dict[str
     raises `TranslationLengthError`."""
     config = model.generation_config
     most = most_new_tokens(model)
-    if max_new_tokens is None and config.max_new_tokens is not None:
-        bound, named = int(config.max_new_tokens), f"the generation config's max_new_tokens {config.max_new_tokens}"
-        kwargs = {}
-    elif max_new_tokens is None and config.max_length is not None:
-        bound, named = int(config.max_length) - 1, f"the generation config's max_length {config.max_length}"
+    if max_new_tokens is None and (config.max_new_tokens is not None or config.max_length is not None):
+        setting = "max_new_tokens" if config.max_new_tokens is not None else "max_length"
+        named = f"the generation config's {setting} {getattr(config, setting)}"
         kwargs = {}
     else:
-        bound = max_new_tokens
-        if bound is None:
-            bound = DEFAULT_MAX_NEW_TOKENS if most is None else min(DEFAULT_MAX_NEW_TOKENS, most)
-        named = f"max_new_tokens {bound}"
-        # As a max_length: a saved model's generation config carries max_length, and max_new_tokens beside it
-        # makes Transformers warn once per batch. Decoding starts from one decoder token, so the two are the
-        # same limit for these encoder-decoders.
-        kwargs = {"max_length": bound + 1}
+        if max_new_tokens is None:
+            max_new_tokens = DEFAULT_MAX_NEW_TOKENS if most is None else min(DEFAULT_MAX_NEW_TOKENS, most)
+        named = f"max_new_tokens {max_new_tokens}"
+        # As a max_length, unless the generation config sets max_new_tokens, which generate() would take over it:
+        # a saved model's generation config carries max_length, and max_new_tokens beside it makes Transformers
+        # warn once per batch. Decoding starts from one decoder token, so the two are the same limit here.
+        if config.max_new_tokens is not None:
+            kwargs = {"max_new_tokens": max_new_tokens}
+        else:
+            kwargs = {"max_length": max_new_tokens + 1}
+    bound = new_token_limit(model, kwargs)
     if most is not None and bound > most:
         raise TranslationLengthError(
             f"{named} is more than this model's decoder reads ({most + 1} positions, max_position_embeddings): "
             f"at most {most} new tokens; set --max-new-tokens {most} or less"
         )
     return kwargs, bound
-
-
-def reached_limit(generated: Any, eos_token_ids: set[int], limit: int) -> list[bool]:
-    """Whether each row of ``generated`` (the decoder's start token first) ran to ``limit`` new tokens, that is
-    held no end-of-sentence token before its last allowed position."""
-    new_tokens = generated[:, 1:].tolist()
-    return [
-        next((position + 1 for position, token in enumerate(row) if token in eos_token_ids), len(row)) >= limit
-        for row in new_tokens
-    ]
-
-
-def _eos_token_ids(model: Any) -> set[int]:
-    eos = model.generation_config.eos_token_id
-    if eos is None:
-        eos = model.config.eos_token_id
-    return set(eos) if isinstance(eos, (list, tuple)) else {eos}
 
 
 def unknown_text(tokenizer: Any, text: str) -> list[str]:
@@ -414,7 +392,7 @@ def _translate_pieces(
     import torch
     from tqdm.auto import tqdm
 
-    eos_token_ids = _eos_token_ids(model)
+    eos_token_ids = end_token_ids(model, generate_kwargs)
     outputs = [""] * len(texts)
     reached = [False] * len(texts)
     with tqdm(total=len(texts), unit="sentence", desc="Translating", disable=not progress, file=sys.stderr) as bar:

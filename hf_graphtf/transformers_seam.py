@@ -409,6 +409,38 @@ def pipeline_generate_kwargs(pipeline, generate_kwargs: dict[str, Any]) -> dict[
     return {**generate_kwargs, "generation_config": pipeline.generation_config}
 
 
+def generate_setting(model, generate_kwargs: dict[str, Any], name: str) -> Any:
+    """The value of generation parameter ``name`` that `model.generate(**generate_kwargs)` decodes with: the
+    call's argument, else that of the ``generation_config`` it passes, else the model's generation config's.
+    Follows `GenerationMixin._prepare_generation_config` (5.x), which fills a passed config's unset values from
+    the model's and then applies the call's arguments."""
+    if generate_kwargs.get(name) is not None:
+        return generate_kwargs[name]
+    passed = generate_kwargs.get("generation_config")
+    if passed is not None and getattr(passed, name, None) is not None:
+        return getattr(passed, name)
+    return getattr(model.generation_config, name, None)
+
+
+def new_token_limit(model, generate_kwargs: dict[str, Any]) -> int:
+    """The most new tokens `model.generate(**generate_kwargs)` decodes on an encoder-decoder, which starts from
+    the decoder's start token alone (or the ``decoder_input_ids`` passed). Follows
+    `GenerationMixin._prepare_generated_length` (5.x): ``max_new_tokens`` wherever set, else ``max_length`` less
+    the start; where neither is set, the global default ``max_length`` (`GenerationConfig`'s
+    ``_get_default_generation_params``, 20) counted after the start and capped at the decoder's positions."""
+    start = generate_kwargs.get("decoder_input_ids")
+    start = 1 if start is None else start.shape[-1]
+    max_new_tokens = generate_setting(model, generate_kwargs, "max_new_tokens")
+    if max_new_tokens is not None:
+        return int(max_new_tokens)
+    max_length = generate_setting(model, generate_kwargs, "max_length")
+    if max_length is not None:
+        return int(max_length) - start
+    length = transformers.GenerationConfig._get_default_generation_params()["max_length"] + start
+    positions = getattr(model.config, "max_position_embeddings", None)
+    return (length if positions is None else min(length, positions)) - start
+
+
 def untested_releases() -> list[str]:
     """The installed releases newer than the newest tested one, as ``name X (newest tested Y)``."""
     installed = {"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0]}
@@ -454,12 +486,14 @@ __all__ = [
     "decoder_stack_output",
     "eager_attention",
     "enable_activation_checkpointing",
+    "generate_setting",
     "hf_init",
     "ignored_rows_of",
     "is_torchdynamo_compiling",
     "keep_computed_positions_frozen",
     "merge_with_config_defaults",
     "new_decoder_cache",
+    "new_token_limit",
     "pipeline_generate_kwargs",
     "project_qkv",
     "sdpa_attention_forward",

@@ -18,7 +18,7 @@ from typing import Any
 
 from transformers import GenerationConfig, Pipeline
 
-from .transformers_seam import pipeline_generate_kwargs
+from .transformers_seam import generate_setting, new_token_limit, pipeline_generate_kwargs
 
 #: the task name a checkpoint's ``custom_pipelines`` entry declares
 TASK = "translation"
@@ -31,6 +31,43 @@ DEFAULT_MAX_NEW_TOKENS = 256
 
 class TruncatedInputWarning(UserWarning):
     """An input was longer than the tokenizer's limit and was cut: the rest of it is not translated."""
+
+
+class TruncatedTranslationWarning(UserWarning):
+    """A translation ran to the length limit and may be cut short: it had no end-of-sentence token before the
+    limit (Marian's generation config forces one at the limit itself, so a translation that ends there counts
+    too). The pipeline's counterpart of `inference.CutTranslationWarning`, one per translation.
+
+    ``limit`` is the limit in new tokens."""
+
+    def __init__(self, message: str, limit: int):
+        super().__init__(message)
+        self.limit = limit
+
+
+def most_new_tokens(model: Any) -> int | None:
+    """The most new tokens the model's decoder reads: its positions less the start token's (None for a model
+    without a position table)."""
+    positions = getattr(model.config, "max_position_embeddings", None)
+    return None if positions is None else int(positions) - 1
+
+
+def end_token_ids(model: Any, generate_kwargs: dict[str, Any]) -> set[int]:
+    """The end-of-sentence token ids `model.generate(**generate_kwargs)` stops a translation at."""
+    eos = generate_setting(model, generate_kwargs, "eos_token_id")
+    if eos is None:
+        eos = model.config.eos_token_id
+    return set(eos) if isinstance(eos, (list, tuple)) else {eos}
+
+
+def reached_limit(generated: Any, eos_token_ids: set[int], limit: int) -> list[bool]:
+    """Whether each row of ``generated`` (the decoder's start token first) ran to ``limit`` new tokens, that is
+    held no end-of-sentence token before its last allowed position."""
+    new_tokens = generated[:, 1:].tolist()
+    return [
+        next((position + 1 for position, token in enumerate(row) if token in eos_token_ids), len(row)) >= limit
+        for row in new_tokens
+    ]
 
 
 class TranslationPipeline(Pipeline):
@@ -69,11 +106,41 @@ class TranslationPipeline(Pipeline):
 
     def _forward(self, model_inputs: dict[str, Any], generate_kwargs: dict[str, Any]) -> dict[str, Any]:
         generate_kwargs = pipeline_generate_kwargs(self, generate_kwargs)
-        return {"output_ids": self.model.generate(**model_inputs, **generate_kwargs)}
+        limit, most = new_token_limit(self.model, generate_kwargs), most_new_tokens(self.model)
+        if most is not None and limit > most:  # else decoding fails there, with an index error
+            raise ValueError(
+                f"translation pipeline: a length limit of {limit} new tokens is more than this model's decoder reads "
+                f"({most + 1} positions, max_position_embeddings); pass max_new_tokens={most} or less"
+            )
+        output_ids = self.model.generate(**model_inputs, **generate_kwargs)
+        reached = reached_limit(output_ids, end_token_ids(self.model, generate_kwargs), limit)
+        # tensors, one row per translation, so that the pipeline's batching splits them with the translations
+        return {
+            "output_ids": output_ids,
+            "reached_limit": output_ids.new_tensor(reached).bool(),
+            "length_limit": output_ids.new_full((len(reached),), limit),
+        }
 
     def postprocess(self, model_outputs: dict[str, Any]) -> list[dict[str, str]]:
         texts = self.tokenizer.batch_decode(model_outputs["output_ids"], skip_special_tokens=True)
+        for text, reached, limit in zip(texts, model_outputs["reached_limit"], model_outputs["length_limit"]):
+            if reached:
+                self._warn_cut(text.strip(), int(limit))
         return [{"translation_text": text.strip()} for text in texts]
+
+    def _warn_cut(self, text: str, limit: int) -> None:
+        most = most_new_tokens(self.model)
+        remedy = (
+            "the model's decoder reads no more"
+            if most is not None and limit >= most
+            else "a larger max_new_tokens lets it end"
+        )
+        opening = text if len(text) <= 40 else text[:40] + "..."
+        message = (
+            f"translation pipeline: a translation ran to the length limit of {limit} new tokens and may be cut "
+            f"short ({opening!r}); {remedy}"
+        )
+        warnings.warn(TruncatedTranslationWarning(message, limit), stacklevel=3)
 
     def __call__(self, inputs: str | list[str], **kwargs):
         result = super().__call__(inputs, **kwargs)

@@ -177,7 +177,7 @@ def test_the_length_limit_is_the_call_s_else_the_model_s_else_the_default():
     assert translation_length(small, None) == ({}, 29)
     small.generation_config.max_new_tokens = 7
     assert translation_length(small, None) == ({}, 7)
-    assert translation_length(small, 5) == ({"max_length": 6}, 5)
+    assert translation_length(small, 5) == ({"max_new_tokens": 5}, 5)  # as a max_length, generate() takes 7
 
 
 def test_a_model_with_no_length_in_its_generation_config_translates_past_20_tokens(tiny_tokenizer):
@@ -187,6 +187,10 @@ def test_a_model_with_no_length_in_its_generation_config_translates_past_20_toke
     assert len(tiny_tokenizer(out, add_special_tokens=False)["input_ids"]) == 39
     (warning,) = [w.message for w in caught if w.category is CutTranslationWarning]
     assert warning.limit == 39 and str(warning).endswith("the model's decoder reads no more")
+
+    model.generation_config.max_new_tokens = 7  # the call's limit is still the one decoded to
+    (out,) = translate_texts(tiny_tokenizer, model, ["w3 w4 w5"], max_new_tokens=5, num_beams=1, progress=False)
+    assert len(tiny_tokenizer(out, add_special_tokens=False)["input_ids"]) == 5
 
 
 def test_translations_that_run_to_the_limit_are_named_and_those_that_end_are_not(model, tiny_tokenizer):

@@ -11,13 +11,14 @@ import warnings
 
 import pytest
 import torch
-from model_matrix import FAMILIES, OPTION_MATRIX, source_batch, target_batch, tiny_model
+from model_matrix import FAMILIES, OPTION_MATRIX, PAD, source_batch, target_batch, tiny_model
 from recipe_fixtures import BLOCK_PACKAGE
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, GenerationConfig, pipeline
 
 from hf_graphtf import TranslationPipeline
 from hf_graphtf.families import FAMILIES as MODEL_FAMILIES
-from hf_graphtf.translation_pipeline import TruncatedInputWarning
+from hf_graphtf.transformers_seam import new_token_limit
+from hf_graphtf.translation_pipeline import TruncatedInputWarning, TruncatedTranslationWarning
 
 IO_MATRIX = ["vanilla", "al-both-cum", "al-dec-cum-gate", "graph-half-shared-self_gate", "graph-gate+al-dec-cum"]
 
@@ -155,7 +156,10 @@ def test_translation_pipeline_directly_and_from_a_checkpoint(family, tiny_tokeni
     tiny_tokenizer.save_pretrained(tmp_path / "model")
     assert (tmp_path / "model" / "translation_pipeline.py").is_file()
     loaded = pipeline("translation", model=str(tmp_path / "model"), trust_remote_code=True, device="cpu")
-    assert loaded(["w5 w6 w7", "w8 w9"], max_new_tokens=5, num_beams=2) == out
+    with warnings.catch_warnings(record=True) as caught:  # remote code's warning classes: xdist cannot ship them
+        warnings.simplefilter("always")
+        assert loaded(["w5 w6 w7", "w8 w9"], max_new_tokens=5, num_beams=2) == out
+    assert [type(w.message).__name__ for w in caught] == ["TruncatedTranslationWarning"] * 2  # random weights
 
     script = tmp_path / "remote_pipeline.py"
     script.write_text(_REMOTE_PIPELINE)
@@ -175,6 +179,89 @@ def test_the_pipeline_says_when_it_cuts_an_input(tiny_tokenizer):
     with warnings.catch_warnings():
         warnings.simplefilter("error", TruncatedInputWarning)
         translator("w5 w6 w7", max_length=5, max_new_tokens=3)  # fits: no warning
+
+
+# Where a translation's length limit is set, and the limit in new tokens that generate() then decodes to
+LENGTH_SETTINGS = {
+    "call max_new_tokens": ({}, {}, {"max_new_tokens": 5}, 5),
+    "init max_new_tokens": ({}, {"max_new_tokens": 4}, {}, 4),
+    "model max_length": ({"max_length": 9}, {}, {}, 8),
+    "model max_new_tokens": ({"max_new_tokens": 6}, {}, {}, 6),
+    "call over model": ({"max_length": 9}, {}, {"max_new_tokens": 3}, 3),
+    "call generation_config": ({"max_length": 9}, {}, {"generation_config": GenerationConfig(max_new_tokens=7)}, 7),
+}
+
+
+def _recording_generate(model) -> list[int]:
+    """Wrap ``model.generate`` to record the new tokens of each call's output (its start token not counted)."""
+    lengths, generate = [], model.generate
+
+    def recorded(*args, **kwargs):
+        output = generate(*args, **kwargs)
+        lengths.append(output.shape[-1] - 1)
+        return output
+
+    model.generate = recorded
+    return lengths
+
+
+@pytest.mark.parametrize("setting", LENGTH_SETTINGS)
+def test_the_pipeline_names_translations_cut_at_the_limit_generate_used(family, tiny_tokenizer, setting):
+    model_length, init_kwargs, call_kwargs, expected = LENGTH_SETTINGS[setting]
+    model = tiny_model(family, OPTION_MATRIX["al-both"], dtype=torch.float32)
+    model.generation_config.update(**model_length)
+    lengths = _recording_generate(model)
+    translator = TranslationPipeline(model=model, tokenizer=tiny_tokenizer, device="cpu", **init_kwargs)
+    never_ends = {"suppress_tokens": [model.config.eos_token_id]}
+    if "generation_config" in call_kwargs:
+        call_kwargs = {
+            "generation_config": GenerationConfig(**call_kwargs["generation_config"].to_diff_dict(), **never_ends)
+        }
+    else:
+        call_kwargs = {**call_kwargs, **never_ends}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = translator(["w5 w6 w7", "w8 w9", "w10"], batch_size=2, num_beams=2, **call_kwargs)
+    cut = [w.message for w in caught if w.category is TruncatedTranslationWarning]
+    assert lengths == [expected, expected]  # two batches, every row run to the limit
+    assert [w.limit for w in cut] == [expected] * 3, [str(w) for w in cut]
+    assert [repr(o["translation_text"])[:40] in str(w) for o, w in zip(out, cut)] == [True] * 3
+    assert f"the length limit of {expected} new tokens" in str(cut[0]) and "larger max_new_tokens" in str(cut[0])
+
+
+def test_the_pipeline_is_quiet_about_translations_that_end_and_refuses_a_limit_past_the_positions(tiny_tokenizer):
+    model = tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32)
+    with torch.no_grad():
+        model.final_logits_bias[0, model.config.eos_token_id] = 1e4  # ends every translation at once
+    translator = TranslationPipeline(model=model, tokenizer=tiny_tokenizer, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncatedTranslationWarning)
+        assert translator(["w5 w6 w7", "w8 w9"], max_new_tokens=5) == [{"translation_text": ""}] * 2
+    most = model.config.max_position_embeddings - 1
+    with pytest.raises(ValueError, match=f"a length limit of {most + 1} new tokens is more than this model's decoder"):
+        translator("w5 w6", max_new_tokens=most + 1)
+    with pytest.warns(TruncatedTranslationWarning, match="the model's decoder reads no more"):
+        translator("w5 w6", max_new_tokens=most, suppress_tokens=[model.config.eos_token_id])
+
+
+@pytest.mark.filterwarnings("ignore:Using the model-agnostic default")  # the case it tests
+@pytest.mark.parametrize(
+    "call_kwargs, expected",
+    [({}, 20), ({"max_length": 8}, 7), ({"decoder_input_ids": torch.tensor([[3, 5, 6]]), "max_length": 8}, 5)],
+)
+def test_the_seams_length_limit_is_the_one_generate_decodes_to(call_kwargs, expected):
+    """Nothing set anywhere: generate()'s global default of 20 new tokens; a max_length counts the start tokens."""
+    model = tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32)
+    model.generation_config.max_length = model.generation_config.max_new_tokens = None
+    input_ids, attention_mask = source_batch()
+    never_ends = {"suppress_tokens": [model.config.eos_token_id], "pad_token_id": PAD}
+    if "decoder_input_ids" in call_kwargs:
+        call_kwargs = {**call_kwargs, "decoder_input_ids": call_kwargs["decoder_input_ids"].expand(2, -1)}
+    start = call_kwargs.get("decoder_input_ids", torch.zeros(2, 1)).shape[-1]
+    assert new_token_limit(model, call_kwargs) == expected
+    with torch.no_grad():
+        output = model.generate(input_ids=input_ids, attention_mask=attention_mask, **call_kwargs, **never_ends)
+    assert output.shape[-1] - start == expected
 
 
 def test_importing_the_package_leaves_transformers_pipeline_tables_alone(tmp_path):
