@@ -80,6 +80,12 @@ class TranslationPipeline(Pipeline):
     _pipeline_calls_generate = True
     _default_generation_config = GenerationConfig(max_new_tokens=DEFAULT_MAX_NEW_TOKENS, num_beams=4)
 
+    def __init__(self, model: Any, *args: Any, **kwargs: Any):
+        most = most_new_tokens(model)
+        if most is not None and most < DEFAULT_MAX_NEW_TOKENS:  # the default within the decoder's positions
+            self._default_generation_config = GenerationConfig(max_new_tokens=most, num_beams=4)
+        super().__init__(model, *args, **kwargs)
+
     def _sanitize_parameters(self, truncation: bool | None = None, max_length: int | None = None, **generate_kwargs):
         preprocess = {}
         if truncation is not None:

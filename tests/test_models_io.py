@@ -18,7 +18,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, Generatio
 from hf_graphtf import TranslationPipeline
 from hf_graphtf.families import FAMILIES as MODEL_FAMILIES
 from hf_graphtf.transformers_seam import new_token_limit
-from hf_graphtf.translation_pipeline import TruncatedInputWarning, TruncatedTranslationWarning
+from hf_graphtf.translation_pipeline import DEFAULT_MAX_NEW_TOKENS, TruncatedInputWarning, TruncatedTranslationWarning
 
 IO_MATRIX = ["vanilla", "al-both-cum", "al-dec-cum-gate", "graph-half-shared-self_gate", "graph-gate+al-dec-cum"]
 
@@ -240,8 +240,13 @@ def test_the_pipeline_is_quiet_about_translations_that_end_and_refuses_a_limit_p
     most = model.config.max_position_embeddings - 1
     with pytest.raises(ValueError, match=f"a length limit of {most + 1} new tokens is more than this model's decoder"):
         translator("w5 w6", max_new_tokens=most + 1)
-    with pytest.warns(TruncatedTranslationWarning, match="the model's decoder reads no more"):
+    with pytest.warns(
+        TruncatedTranslationWarning, match=f"limit of {most} new tokens .* the model's decoder reads no more"
+    ):
         translator("w5 w6", max_new_tokens=most, suppress_tokens=[model.config.eos_token_id])
+    assert most < DEFAULT_MAX_NEW_TOKENS  # the pipeline's default, then, is the most the decoder reads
+    with pytest.warns(TruncatedTranslationWarning, match=f"limit of {most} new tokens"):
+        translator("w5 w6", suppress_tokens=[model.config.eos_token_id], num_beams=1)
 
 
 @pytest.mark.filterwarnings("ignore:Using the model-agnostic default")  # the case it tests
