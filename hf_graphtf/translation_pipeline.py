@@ -119,17 +119,20 @@ class TranslationPipeline(Pipeline):
                 f"({most + 1} positions, max_position_embeddings); pass max_new_tokens={most} or less"
             )
         output_ids = self.model.generate(**model_inputs, **generate_kwargs)
-        reached = reached_limit(output_ids, end_token_ids(self.model, generate_kwargs), limit)
-        # tensors, one row per translation, so that the pipeline's batching splits them with the translations
+        reached = output_ids.new_tensor(reached_limit(output_ids, end_token_ids(self.model, generate_kwargs), limit))
+        # one entry per input, holding its translations (num_return_sequences of them), so that the pipeline's
+        # batching hands each input its own: generate() returns them input after input
+        inputs = model_inputs["input_ids"].shape[0]
         return {
-            "output_ids": output_ids,
-            "reached_limit": output_ids.new_tensor(reached).bool(),
-            "length_limit": output_ids.new_full((len(reached),), limit),
+            "output_ids": output_ids.reshape(inputs, -1, output_ids.shape[-1]),
+            "reached_limit": reached.bool().reshape(inputs, -1),
+            "length_limit": reached.new_full(reached.shape, limit).reshape(inputs, -1),
         }
 
     def postprocess(self, model_outputs: dict[str, Any]) -> list[dict[str, str]]:
-        texts = self.tokenizer.batch_decode(model_outputs["output_ids"], skip_special_tokens=True)
-        for text, reached, limit in zip(texts, model_outputs["reached_limit"], model_outputs["length_limit"]):
+        """The translations of one input (a batch of one: the pipeline's, or its batching's)."""
+        texts = self.tokenizer.batch_decode(model_outputs["output_ids"][0], skip_special_tokens=True)
+        for text, reached, limit in zip(texts, model_outputs["reached_limit"][0], model_outputs["length_limit"][0]):
             if reached:
                 self._warn_cut(text.strip(), int(limit))
         return [{"translation_text": text.strip()} for text in texts]

@@ -170,6 +170,19 @@ def test_translation_pipeline_directly_and_from_a_checkpoint(family, tiny_tokeni
     assert result.stdout.split() == ["TranslationPipeline", "2", "str"]
 
 
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_the_pipeline_gives_each_input_its_own_translations(tiny_tokenizer, batch_size):
+    """Several translations an input (num_return_sequences) in batches: generate() returns them input after
+    input, and the pipeline's batching must split them so, not row by row."""
+    model = tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32)
+    translator = TranslationPipeline(model=model, tokenizer=tiny_tokenizer, device="cpu")
+    texts, options = ["w5 w6 w7", "w8 w9", "w10", "w11 w12 w13 w14"], {"max_new_tokens": 4, "num_beams": 3}
+    out = translator(texts, batch_size=batch_size, num_return_sequences=2, **options)
+    alone = [translator(text, num_return_sequences=2, **options) for text in texts]
+    assert out == alone and [len(o) for o in out] == [2] * 4
+    assert [o[0] for o in out] == translator(texts, batch_size=batch_size, **options)  # the best of each
+
+
 def test_the_pipeline_says_when_it_cuts_an_input(tiny_tokenizer):
     """It truncates at the tokenizer's limit, as Transformers 4's did, and warns: the cut text is not translated."""
     model = tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32)
