@@ -19,7 +19,14 @@ from .data.bible_pairs import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 from .errors import UserError, report_user_error
 from .exported_models import ENGINES, exportable_formats
 from .file_translation import FileTranslation
-from .inference import DEFAULT_MAX_NEW_TOKENS, TranslationInputWarning, default_device, load_model, translate_texts
+from .inference import (
+    DEFAULT_MAX_NEW_TOKENS,
+    TranslationInputWarning,
+    default_device,
+    load_model,
+    translate_texts,
+    use_language_codes,
+)
 from .translation_formats import TRANSLATION_FORMATS, auto_candidates, self_checked_names
 from .translation_modes import (
     COMPILE_CHOICES,
@@ -55,6 +62,7 @@ def _load(args: argparse.Namespace, mode: TranslationMode | None = None) -> tupl
     )
     if mode is not None or loaded[1].translation_mode.engine_note:  # evaluate says only what its package did
         print(f"hf-graphtf: {loaded[1].translation_mode.reason}", file=sys.stderr, flush=True)
+    use_language_codes(*loaded, getattr(args, "src_lang_code", None), getattr(args, "tgt_lang_code", None))
     return loaded
 
 
@@ -153,6 +161,7 @@ def _translate_to_file(args: argparse.Namespace, texts: list[str], output: Path,
         max_new_tokens=args.max_new_tokens,
         dtype=mode.dtype,
         batch_size=args.batch_size,
+        language_codes={"src_lang_code": args.src_lang_code, "tgt_lang_code": args.tgt_lang_code},
     )
     done = job.resume()
     if done:
@@ -329,6 +338,15 @@ def _add_generation_options(parser: argparse.ArgumentParser, default_dtype: str 
         type=int,
         default=None,
         help=f"default: the model's generation config, else {DEFAULT_MAX_NEW_TOKENS}; lines that reach it are named",
+    )
+    parser.add_argument(
+        "--src-lang-code",
+        help="NLLB-200/M2M100: the source's language code (e.g. spa_Latn); default: the one saved with the model",
+    )
+    parser.add_argument(
+        "--tgt-lang-code",
+        help="NLLB-200/M2M100: the language to translate into (e.g. eng_Latn); default: the one a fine-tuned model "
+        "saved (a base checkpoint names none, and is refused without it)",
     )
     parser.add_argument("--device", default=None, help="e.g. cpu, cuda; default: cuda when available")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (there is none off a terminal)")

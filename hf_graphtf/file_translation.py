@@ -46,6 +46,7 @@ class FileTranslation:
         max_new_tokens: int | None,
         dtype: str,
         batch_size: int,
+        language_codes: dict[str, str | None] | None = None,
     ) -> None:
         self.texts = list(texts)
         self.output = Path(output)
@@ -62,6 +63,8 @@ class FileTranslation:
             "max_new_tokens": max_new_tokens,
             "dtype": dtype,
         }
+        # only where given: a job without them keeps the record earlier releases wrote
+        self.job.update({field: code for field, code in (language_codes or {}).items() if code is not None})
         self.done = 0
 
     def resume(self) -> int:

@@ -24,7 +24,14 @@ from .translation_modes import (
     decides_to_compile,
     resolve_translation_dtype,
 )
-from .translation_pipeline import DEFAULT_MAX_NEW_TOKENS, end_token_ids, most_new_tokens, reached_limit
+from .translation_pipeline import (
+    DEFAULT_MAX_NEW_TOKENS,
+    end_token_ids,
+    has_language_codes,
+    language_code_id,
+    most_new_tokens,
+    reached_limit,
+)
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -84,6 +91,46 @@ class CutTranslationWarning(TranslationInputWarning):
 class TranslationLengthError(UserError, ValueError):
     """A length limit past the decoder's positions: decoding would fail at that position, after translating
     every line up to it (an index error in the position table, or the exported graphs' shape check)."""
+
+
+class TranslationLanguageError(UserError, ValueError):
+    """A language code that does not fit the tokenizer, or a tokenizer that marks languages with codes (NLLB-200,
+    M2M100) with no target language named: the model would translate into whichever language it picks."""
+
+
+def use_language_codes(
+    tokenizer: Any, model: Any, src_lang_code: str | None = None, tgt_lang_code: str | None = None
+) -> None:
+    """Mark each source with ``src_lang_code`` and start each translation with ``tgt_lang_code`` (the model's
+    ``forced_bos_token_id``), as a model fine-tuned with the recipe's codes saves them; None leaves the saved
+    one. For translating with a base NLLB-200 or M2M100 checkpoint, which names no target language."""
+    codes = {"src_lang_code": src_lang_code, "tgt_lang_code": tgt_lang_code}
+    given = [field for field, code in codes.items() if code is not None]
+    if not given:
+        return
+    if not has_language_codes(tokenizer):
+        raise TranslationLanguageError(
+            f"{' and '.join(given)} given, but this tokenizer ({type(tokenizer).__name__}) has no language codes; "
+            "leave it out (language codes are for NLLB-200 and M2M100 tokenizers)"
+        )
+    try:
+        ids = {field: language_code_id(tokenizer, field, code) for field, code in codes.items() if code is not None}
+    except ValueError as error:
+        raise TranslationLanguageError(str(error)) from None
+    if src_lang_code is not None:
+        tokenizer.src_lang = src_lang_code
+    if tgt_lang_code is not None:
+        model.generation_config.forced_bos_token_id = ids["tgt_lang_code"]
+
+
+def _check_target_language(tokenizer: Any, model: Any) -> None:
+    if has_language_codes(tokenizer) and model.generation_config.forced_bos_token_id is None:
+        raise TranslationLanguageError(
+            f"this {type(tokenizer).__name__} marks languages with codes, and the model's generation config names "
+            "no language to translate into (forced_bos_token_id), so the model would pick one: name it with "
+            "--tgt-lang-code (and the source's with --src-lang-code), e.g. --src-lang-code spa_Latn --tgt-lang-code "
+            "eng_Latn (in Python, use_language_codes)"
+        )
 
 
 def translation_length(model: Any, max_new_tokens: int | None) -> tuple[dict[str, int], int]:
@@ -310,7 +357,8 @@ def translate_texts(
     naming them, lines holding text the vocabulary lacks in one `UnknownTextWarning` naming that text, and
     lines whose translation ran to the length limit in one `CutTranslationWarning`; the CLI prints them. The
     warnings number ``texts[0]`` as ``first_line`` (a chunk of a longer file)."""
-    generate_kwargs, length_limit = translation_length(model, max_new_tokens)  # a bad limit fails before decoding
+    _check_target_language(tokenizer, model)  # before decoding, as a bad limit below
+    generate_kwargs, length_limit = translation_length(model, max_new_tokens)
     if num_beams is not None:
         generate_kwargs["num_beams"] = num_beams
     limit = source_token_limit(tokenizer, model)
@@ -449,6 +497,7 @@ __all__ = [
     "CutTranslationWarning",
     "LongInputWarning",
     "TranslationInputWarning",
+    "TranslationLanguageError",
     "TranslationLengthError",
     "UnknownTextWarning",
     "decode_token_ids",
@@ -463,4 +512,5 @@ __all__ = [
     "translate_texts",
     "translation_length",
     "unknown_text",
+    "use_language_codes",
 ]

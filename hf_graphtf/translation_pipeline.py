@@ -13,7 +13,10 @@ This module travels with saved checkpoints: it imports only Transformers (throug
 
 from __future__ import annotations
 
+import copy
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from transformers import GenerationConfig, Pipeline
@@ -43,6 +46,27 @@ class TruncatedTranslationWarning(UserWarning):
     def __init__(self, message: str, limit: int):
         super().__init__(message)
         self.limit = limit
+
+
+def has_language_codes(tokenizer: Any) -> bool:
+    """Whether the tokenizer marks sequences with language codes (NLLB's and M2M100's do): their classes
+    switch the codes through a ``src_lang`` property. (This package's joint tokenizer only records its
+    corpus columns under that name, in its init kwargs.)"""
+    return isinstance(getattr(type(tokenizer), "src_lang", None), property)
+
+
+def language_code_id(tokenizer: Any, field: str, code: str) -> int:
+    """The token id of language code ``code``; a `ValueError` naming ``field`` where the tokenizer has no such
+    code (a misspelt code would otherwise be read as unknown text, or its pieces)."""
+    token_id = tokenizer.convert_tokens_to_ids(code)
+    if token_id is None or token_id == tokenizer.unk_token_id:
+        known = [token for token in getattr(tokenizer, "extra_special_tokens", None) or [] if "_" in str(token)]
+        examples = ", ".join(map(str, known[:6])) + (", ..." if len(known) > 6 else "")
+        raise ValueError(
+            f"{field}={code!r} is not a language code of this tokenizer ({type(tokenizer).__name__})"
+            + (f"; it has {len(known)}, e.g. {examples}." if known else ".")
+        )
+    return token_id
 
 
 def most_new_tokens(model: Any) -> int | None:
@@ -86,32 +110,87 @@ class TranslationPipeline(Pipeline):
             self._default_generation_config = GenerationConfig(max_new_tokens=most, num_beams=4)
         super().__init__(model, *args, **kwargs)
 
-    def _sanitize_parameters(self, truncation: bool | None = None, max_length: int | None = None, **generate_kwargs):
+    def _sanitize_parameters(
+        self,
+        truncation: bool | None = None,
+        max_length: int | None = None,
+        src_lang: str | None = None,
+        tgt_lang: str | None = None,
+        **generate_kwargs,
+    ):
+        """``src_lang``/``tgt_lang`` are language codes (``spa_Latn``, ``eng_Latn``), as Transformers 4's
+        translation pipeline took them for NLLB and M2M100; checked here, so a wrong one fails before decoding.
+        They travel with the preprocessed input, as the call's generate arguments replace those given at init."""
         preprocess = {}
         if truncation is not None:
             preprocess["truncation"] = truncation
         if max_length is not None:
             preprocess["max_length"] = max_length
+        codes = {"src_lang": src_lang, "tgt_lang": tgt_lang}
+        for field, code in codes.items():
+            if code is None:
+                continue
+            if not has_language_codes(self.tokenizer):
+                raise ValueError(
+                    f"{field}={code!r} names a language code, and this tokenizer ({type(self.tokenizer).__name__}) "
+                    "has none; leave it out (language codes are for NLLB-200 and M2M100 tokenizers)"
+                )
+            language_code_id(self.tokenizer, field, code)
+            preprocess[field] = code
         return preprocess, {"generate_kwargs": generate_kwargs}, {}
 
-    def preprocess(self, text: str, truncation: bool = True, max_length: int | None = None) -> dict[str, Any]:
+    def preprocess(
+        self,
+        text: str,
+        truncation: bool = True,
+        max_length: int | None = None,
+        src_lang: str | None = None,
+        tgt_lang: str | None = None,
+    ) -> dict[str, Any]:
         if not isinstance(text, str):
             raise ValueError(f"The translation pipeline takes strings; got {type(text).__name__}.")
-        encoded = self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
-        if truncation:  # as Transformers 4's pipeline did, but not silently: the cut text is not translated
-            length = len(self.tokenizer(text, verbose=False)["input_ids"])
-            kept = encoded["input_ids"].shape[-1]
-            if length > kept:
-                message = (
-                    f"translation pipeline: an input of {length} tokens was cut to the first {kept}, and the rest of "
-                    "it is not translated; split it, or use hf_graphtf's translate_texts (or `hf-graphtf translate`), "
-                    "which translates long lines in pieces"
-                )
-                warnings.warn(TruncatedInputWarning(message), stacklevel=2)
+        with self._source_language(src_lang):
+            encoded = self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
+            length = len(self.tokenizer(text, verbose=False)["input_ids"]) if truncation else 0
+        kept = encoded["input_ids"].shape[-1]
+        if length > kept:  # as Transformers 4's pipeline did, but not silently: the cut text is not translated
+            message = (
+                f"translation pipeline: an input of {length} tokens was cut to the first {kept}, and the rest of "
+                "it is not translated; split it, or use hf_graphtf's translate_texts (or `hf-graphtf translate`), "
+                "which translates long lines in pieces"
+            )
+            warnings.warn(TruncatedInputWarning(message), stacklevel=2)
+        if tgt_lang is not None:  # a tensor of one, so that batching stacks it with the input's
+            target = language_code_id(self.tokenizer, "tgt_lang", tgt_lang)
+            encoded["forced_bos_token_id"] = encoded["input_ids"].new_tensor([target])
         return encoded
+
+    @contextmanager
+    def _source_language(self, src_lang: str | None) -> Iterator[None]:
+        """The tokenizer marking sources with ``src_lang``'s code for the block (its own code after it)."""
+        if src_lang is None:
+            yield
+            return
+        before, self.tokenizer.src_lang = self.tokenizer.src_lang, src_lang
+        try:
+            yield
+        finally:
+            self.tokenizer.src_lang = before
 
     def _forward(self, model_inputs: dict[str, Any], generate_kwargs: dict[str, Any]) -> dict[str, Any]:
         generate_kwargs = pipeline_generate_kwargs(self, generate_kwargs)
+        target = model_inputs.pop("forced_bos_token_id", None)
+        if target is not None:  # the call's tgt_lang, over the generation config's target
+            generate_kwargs = _with_setting(generate_kwargs, "forced_bos_token_id", int(target[0]))
+        elif (
+            has_language_codes(self.tokenizer)
+            and generate_setting(self.model, generate_kwargs, "forced_bos_token_id") is None
+        ):
+            raise ValueError(
+                f"translation pipeline: this {type(self.tokenizer).__name__} marks languages with codes, and neither "
+                "the call nor the model's generation config (forced_bos_token_id) names the language to translate "
+                "into, so the model would pick one; pass tgt_lang (and src_lang), e.g. tgt_lang='eng_Latn'"
+            )
         limit, most = new_token_limit(self.model, generate_kwargs), most_new_tokens(self.model)
         if most is not None and limit > most:  # else decoding fails there, with an index error
             raise ValueError(
@@ -157,6 +236,17 @@ class TranslationPipeline(Pipeline):
             return result
         # one dict per input sentence, as the Transformers 4 pipeline returned
         return [r[0] if isinstance(r, list) and len(r) == 1 else r for r in result]
+
+
+def _with_setting(generate_kwargs: dict[str, Any], name: str, value: Any) -> dict[str, Any]:
+    """``generate_kwargs`` with generation parameter ``name`` set to ``value``: in the ``generation_config`` they
+    pass, if any, as generate() deprecates one beside generation arguments."""
+    config = generate_kwargs.get("generation_config")
+    if config is None:
+        return {**generate_kwargs, name: value}
+    config = copy.deepcopy(config)
+    setattr(config, name, value)
+    return {**generate_kwargs, "generation_config": config}
 
 
 def custom_pipelines_entry() -> dict[str, dict[str, Any]]:

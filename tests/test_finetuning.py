@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import textwrap
 
@@ -19,8 +20,11 @@ from recipe_fixtures import (
 )
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianTokenizer, T5Config
 
+from hf_graphtf import cli
 from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS
 from hf_graphtf.families import FAMILIES
+from hf_graphtf.file_translation import FileTranslation
+from hf_graphtf.inference import TranslationLanguageError, translate_texts, use_language_codes
 from hf_graphtf.training import parse_recipe_args, run_translation
 from hf_graphtf.training.pretrained import load_pretrained_with_options
 
@@ -188,6 +192,47 @@ def test_language_codes_are_required_known_and_only_for_tokenizers_that_have_the
         with pytest.raises(ValueError, match=message):
             run_translation(*parse_recipe_args([str(write_recipe(tmp_path / f"recipe{index}.yaml", recipe))]))
         assert not (out / "checkpoint-1").exists()
+
+
+def test_a_base_nllb_checkpoint_translates_only_into_a_named_language(corpus, tmp_path, monkeypatch, capsys):
+    """A base NLLB-200 names no target language (no forced_bos_token_id): translating with it is refused, before
+    decoding, until the target's code is given (--tgt-lang-code, `use_language_codes`); a fine-tuned model saved
+    its codes. Codes that do not fit the tokenizer are refused too."""
+    nllb = write_opus_mt_stand_in(tmp_path / "nllb", corpus, "m2m_100")
+    marian = write_opus_mt_stand_in(tmp_path / "opus", corpus, "marian")
+
+    def translate(folder, *codes: str) -> tuple[int, str, str]:
+        monkeypatch.setattr("sys.stdin", io.StringIO("hola mundo\n"))
+        argv = ["translate", "--model", str(folder), "--max-new-tokens", "3", "--dtype", "fp32", "--quiet", *codes]
+        status = cli.main(argv)
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
+
+    status, out, err = translate(nllb)
+    assert status == 2 and out == "" and "names no language to translate into" in err and "--tgt-lang-code" in err
+    assert translate(nllb, "--src-lang-code", "spa_Latn", "--tgt-lang-code", "eng_Latn")[0] == 0
+    status, _, err = translate(nllb, "--tgt-lang-code", "en")
+    assert status == 2 and "error: tgt_lang_code='en' is not a language code of this tokenizer" in err
+    status, _, err = translate(marian, "--tgt-lang-code", "eng_Latn")
+    assert status == 2 and "error: tgt_lang_code given, but this tokenizer (MarianTokenizer) has no language" in err
+
+    tokenizer, model = AutoTokenizer.from_pretrained(nllb), AutoModelForSeq2SeqLM.from_pretrained(nllb)
+    with pytest.raises(TranslationLanguageError, match="names no language to translate into"):
+        translate_texts(tokenizer, model, ["hola"], max_new_tokens=3, progress=False)
+    use_language_codes(tokenizer, model, "spa_Latn", "nya_Latn")
+    spanish, chichewa = tokenizer.convert_tokens_to_ids(["spa_Latn", "nya_Latn"])
+    outputs, generate = [], model.generate
+    model.generate = lambda **kwargs: outputs.append((kwargs["input_ids"], generate(**kwargs))) or outputs[-1][1]
+    translate_texts(tokenizer, model, ["hola mundo", "el"], max_new_tokens=3, progress=False)
+    ((sources, generated),) = outputs
+    assert sources[:, 0].tolist() == [spanish] * 2 and generated[:, 1].tolist() == [chichewa] * 2
+
+    codes = {"src_lang_code": None, "tgt_lang_code": "eng_Latn"}
+    job = FileTranslation(
+        ["hola"], tmp_path / "out.txt", model="m", beam_size=None, max_new_tokens=None, dtype="fp32", batch_size=8,
+        language_codes=codes,
+    )  # fmt: skip
+    assert job.job["tgt_lang_code"] == "eng_Latn" and "src_lang_code" not in job.job  # another code: another job
 
 
 @pytest.mark.parametrize("lora_r", [0, 4])

@@ -12,12 +12,12 @@ import warnings
 import pytest
 import torch
 from model_matrix import FAMILIES, OPTION_MATRIX, PAD, source_batch, target_batch, tiny_model
-from recipe_fixtures import BLOCK_PACKAGE
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, GenerationConfig, pipeline
+from recipe_fixtures import BLOCK_PACKAGE, write_opus_mt_stand_in
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig, pipeline
 
 from hf_graphtf import TranslationPipeline
 from hf_graphtf.families import FAMILIES as MODEL_FAMILIES
-from hf_graphtf.transformers_seam import new_token_limit
+from hf_graphtf.transformers_seam import generate_setting, new_token_limit
 from hf_graphtf.translation_pipeline import DEFAULT_MAX_NEW_TOKENS, TruncatedInputWarning, TruncatedTranslationWarning
 
 IO_MATRIX = ["vanilla", "al-both-cum", "al-dec-cum-gate", "graph-half-shared-self_gate", "graph-gate+al-dec-cum"]
@@ -181,6 +181,46 @@ def test_the_pipeline_gives_each_input_its_own_translations(tiny_tokenizer, batc
     alone = [translator(text, num_return_sequences=2, **options) for text in texts]
     assert out == alone and [len(o) for o in out] == [2] * 4
     assert [o[0] for o in out] == translator(texts, batch_size=batch_size, **options)  # the best of each
+
+
+def test_the_pipeline_takes_language_codes_as_transformers_4s_did(corpus, tmp_path, tiny_tokenizer):
+    """NLLB-200: the source marked with src_lang's code, the translation forced to start with tgt_lang's; a
+    base checkpoint names no target (its generation config has no forced_bos_token_id), so a call without one
+    is refused rather than translated into whatever language the model picks."""
+    folder = write_opus_mt_stand_in(tmp_path / "nllb", corpus, "m2m_100")
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForSeq2SeqLM.from_pretrained(folder)
+    assert model.generation_config.forced_bos_token_id is None and tokenizer.src_lang == "eng_Latn"
+    spanish, english, chichewa = tokenizer.convert_tokens_to_ids(["spa_Latn", "eng_Latn", "nya_Latn"])
+    calls = []
+    generate = model.generate
+    model.generate = lambda **kwargs: calls.append(kwargs) or generate(**kwargs)
+    translator = TranslationPipeline(model=model, tokenizer=tokenizer, device="cpu")
+    options = {"max_new_tokens": 3, "batch_size": 2}
+    translator(["hola mundo", "el"], src_lang="spa_Latn", tgt_lang="eng_Latn", **options)
+    (call,) = calls
+    assert call["input_ids"][:, 0].tolist() == [spanish] * 2
+    assert generate_setting(model, call, "forced_bos_token_id") == english
+    assert tokenizer.src_lang == "eng_Latn"  # the tokenizer's own code again after the call
+
+    at_init = TranslationPipeline(
+        model=model, tokenizer=tokenizer, device="cpu", src_lang="spa_Latn", tgt_lang="nya_Latn"
+    )
+    at_init("hola", **options)
+    assert calls[-1]["input_ids"][0, 0] == spanish
+    assert generate_setting(model, calls[-1], "forced_bos_token_id") == chichewa
+
+    with pytest.raises(ValueError, match="names the language to translate into.*pass tgt_lang"):
+        translator("hola", **options)
+    with pytest.raises(ValueError, match="tgt_lang='es' is not a language code of this tokenizer.*e.g. eng_Latn"):
+        translator("hola", tgt_lang="es", **options)
+    marian = TranslationPipeline(
+        model=tiny_model("marian", dtype=torch.float32), tokenizer=tiny_tokenizer, device="cpu"
+    )
+    with pytest.raises(ValueError, match="src_lang='spa_Latn' names a language code, and this tokenizer"):
+        marian("w5", src_lang="spa_Latn", **options)
+    model.generation_config.forced_bos_token_id = english  # as a fine-tuned model saves it: no code needed
+    translator("hola", **options)
+    assert calls[-1]["input_ids"][0, 0] == tokenizer.convert_tokens_to_ids("eng_Latn")
 
 
 def test_the_pipeline_says_when_it_cuts_an_input(tiny_tokenizer):

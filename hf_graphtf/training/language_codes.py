@@ -12,26 +12,8 @@ from __future__ import annotations
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..families import FAMILY_OF_MODEL_TYPE
+from ..translation_pipeline import has_language_codes, language_code_id
 from .arguments import DataArguments
-
-
-def has_language_codes(tokenizer: PreTrainedTokenizerBase) -> bool:
-    """Whether the tokenizer marks sequences with language codes (NLLB's and M2M100's do): their classes
-    switch the codes through a ``src_lang`` property. (This package's joint tokenizer only records its
-    corpus columns under that name, in its init kwargs.)"""
-    return isinstance(getattr(type(tokenizer), "src_lang", None), property)
-
-
-def _code_id(tokenizer: PreTrainedTokenizerBase, field: str, code: str) -> int:
-    token_id = tokenizer.convert_tokens_to_ids(code)
-    if token_id is None or token_id == tokenizer.unk_token_id:
-        known = [token for token in getattr(tokenizer, "extra_special_tokens", None) or [] if "_" in str(token)]
-        examples = ", ".join(map(str, known[:6])) + (", ..." if len(known) > 6 else "")
-        raise ValueError(
-            f"{field}={code!r} is not a language code of this tokenizer ({type(tokenizer).__name__})"
-            + (f"; it has {len(known)}, e.g. {examples}." if known else ".")
-        )
-    return token_id
 
 
 def apply_language_codes(
@@ -59,8 +41,8 @@ def apply_language_codes(
             f"{' and '.join(missing)} must be set: this {name} tokenizer marks each side with a language code "
             f"(for example src_lang_code: nya_Latn and tgt_lang_code: eng_Latn for Chichewa to English)."
         )
-    _code_id(tokenizer, "src_lang_code", data_args.src_lang_code)  # checked only: the tokenizer places it
-    target_id = _code_id(tokenizer, "tgt_lang_code", data_args.tgt_lang_code)
+    language_code_id(tokenizer, "src_lang_code", data_args.src_lang_code)  # checked only: the tokenizer places it
+    target_id = language_code_id(tokenizer, "tgt_lang_code", data_args.tgt_lang_code)
     tokenizer.src_lang = data_args.src_lang_code
     tokenizer.tgt_lang = data_args.tgt_lang_code
     # saved with the tokenizer, so a reloaded one (translate, the pipeline) marks sources the same way
