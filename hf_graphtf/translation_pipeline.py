@@ -231,9 +231,18 @@ class TranslationPipeline(Pipeline):
         warnings.warn(TruncatedTranslationWarning(message, limit), stacklevel=3)
 
     def __call__(self, inputs: str | list[str], **kwargs):
-        result = super().__call__(inputs, **kwargs)
+        """As `Pipeline.__call__`, but a blank input stays blank, as in `inference.translate_texts` (a model given
+        nothing to translate still writes something), and an empty list gives an empty list."""
+        self._sanitize_parameters(**kwargs)  # a bad language code fails even where nothing is left to translate
+        blank = [{"translation_text": ""}] * int(kwargs.get("num_return_sequences") or 1)
         if isinstance(inputs, str):
-            return result
+            return blank if not inputs.strip() else super().__call__(inputs, **kwargs)
+        if isinstance(inputs, list):
+            filled = [text for text in inputs if not (isinstance(text, str) and not text.strip())]
+            translated = iter(super().__call__(filled, **kwargs) if filled else [])
+            result = [blank if isinstance(text, str) and not text.strip() else next(translated) for text in inputs]
+        else:
+            result = super().__call__(inputs, **kwargs)
         # one dict per input sentence, as the Transformers 4 pipeline returned
         return [r[0] if isinstance(r, list) and len(r) == 1 else r for r in result]
 

@@ -223,6 +223,18 @@ def test_the_pipeline_takes_language_codes_as_transformers_4s_did(corpus, tmp_pa
     assert calls[-1]["input_ids"][0, 0] == tokenizer.convert_tokens_to_ids("eng_Latn")
 
 
+def test_the_pipeline_leaves_blank_inputs_blank(tiny_tokenizer):
+    """As translate_texts does: a model given nothing still writes something. An empty list gives an empty one."""
+    model = tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32)
+    translator = TranslationPipeline(model=model, tokenizer=tiny_tokenizer, device="cpu")
+    options = {"max_new_tokens": 3, "batch_size": 2}
+    first, second = translator(["w5 w6", "w7"], **options)
+    blank = {"translation_text": ""}
+    assert translator(["w5 w6", "", "w7", " \t"], **options) == [first, blank, second, blank]
+    assert translator("", **options) == [{"translation_text": ""}] and translator([], **options) == []
+    assert translator(["", "w7"], num_return_sequences=2, num_beams=2, **options)[0] == [{"translation_text": ""}] * 2
+
+
 def test_the_pipeline_says_when_it_cuts_an_input(tiny_tokenizer):
     """It truncates at the tokenizer's limit, as Transformers 4's did, and warns: the cut text is not translated."""
     model = tiny_model("marian", OPTION_MATRIX["al-both"], dtype=torch.float32)
