@@ -415,8 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--source", help="source sentences, one per line")
     evaluate.add_argument("--corpus", help="a corpus directory, file or Hub id (instead of --source)")
     evaluate.add_argument("--split", default="test", help="split of --corpus")
-    evaluate.add_argument("--src-lang", default="es")
-    evaluate.add_argument("--tgt-lang", default="en")
+    evaluate.add_argument("--src-lang", default="es", help="the source's column of --corpus (default: %(default)s)")
+    evaluate.add_argument("--tgt-lang", default="en", help="the target's column of --corpus (default: %(default)s)")
     evaluate.add_argument("--references", nargs="+", help="reference files (one per reference set)")
     evaluate.add_argument(
         "--single-reference", action="store_true", help="with --corpus: score against the target side only"
@@ -439,8 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generation_options(analyze)
     analyze.add_argument("--corpus", default=DEFAULT_CORPUS_DIR, help="corpus directory, file or Hub id")
     analyze.add_argument("--split", default="test")
-    analyze.add_argument("--src-lang", default="es")
-    analyze.add_argument("--tgt-lang", default="en")
+    analyze.add_argument("--src-lang", default="es", help="the source's column of --corpus (default: %(default)s)")
+    analyze.add_argument("--tgt-lang", default="en", help="the target's column of --corpus (default: %(default)s)")
     analyze.add_argument("--max-sentences", type=int, default=500, help="spread over the split")
     analyze.add_argument("--length-buckets", type=int, nargs="+", default=list(DEFAULT_BUCKETS))
     analyze.add_argument("--out", required=True, help="folder for gates.json/png and entropy.json/png")
