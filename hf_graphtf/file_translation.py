@@ -135,14 +135,19 @@ def translate_file(
     num_beams: int | None = None,
     max_new_tokens: int | None = None,
     progress: bool = False,
+    src_lang_code: str | None = None,
+    tgt_lang_code: str | None = None,
 ) -> int:
     """Translate ``texts`` into the file ``output``, one line each, resuming an interrupted run of the same
     job (`FileTranslation`); returns how many lines an earlier run had translated. The job is identified
     by the model's ``name_or_path`` and number format (`inference.load_model` sets it; otherwise its torch
-    dtype), so a partial file of another model or format is refused. Long and unknown input is reported
-    as `translate_texts` reports it, by warnings."""
-    from .inference import translate_texts
+    dtype) and the language codes given (NLLB-200, M2M100: `inference.use_language_codes`, as `translate
+    --src-lang-code/--tgt-lang-code`), so a partial file of another model, format or language is refused.
+    Long and unknown input is reported as `translate_texts` reports it, by warnings."""
+    from .inference import translate_texts, use_language_codes
     from .translation_formats import aliases
+
+    use_language_codes(tokenizer, model, src_lang_code, tgt_lang_code)
 
     mode = getattr(model, "translation_mode", None)
     # in the package's spelling (fp32, as `hf-graphtf translate` records it), so either may resume the other's job
@@ -156,6 +161,7 @@ def translate_file(
         max_new_tokens=max_new_tokens,
         dtype=dtype,
         batch_size=batch_size,
+        language_codes={"src_lang_code": src_lang_code, "tgt_lang_code": tgt_lang_code},
     )
     done = job.resume()
     job.run(

@@ -23,7 +23,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianTokenizer, 
 from hf_graphtf import cli
 from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS
 from hf_graphtf.families import FAMILIES
-from hf_graphtf.file_translation import FileTranslation
+from hf_graphtf.file_translation import FileTranslation, PartialOutputError, translate_file
 from hf_graphtf.inference import TranslationLanguageError, translate_texts, use_language_codes
 from hf_graphtf.training import parse_recipe_args, run_translation
 from hf_graphtf.training.pretrained import load_pretrained_with_options
@@ -227,12 +227,16 @@ def test_a_base_nllb_checkpoint_translates_only_into_a_named_language(corpus, tm
     ((sources, generated),) = outputs
     assert sources[:, 0].tolist() == [spanish] * 2 and generated[:, 1].tolist() == [chichewa] * 2
 
-    codes = {"src_lang_code": None, "tgt_lang_code": "eng_Latn"}
-    job = FileTranslation(
-        ["hola"], tmp_path / "out.txt", model="m", beam_size=None, max_new_tokens=None, dtype="fp32", batch_size=8,
-        language_codes=codes,
-    )  # fmt: skip
-    assert job.job["tgt_lang_code"] == "eng_Latn" and "src_lang_code" not in job.job  # another code: another job
+    # a file job records the codes given: a partial file into English is not resumed into Chichewa
+    model.generate, output, texts = generate, tmp_path / "out.txt", ["hola mundo", "el"]
+    job = FileTranslation(texts, output, model=model.name_or_path, beam_size=None, max_new_tokens=3, dtype="fp32",
+                          batch_size=32, language_codes={"tgt_lang_code": "eng_Latn"})  # fmt: skip
+    job.resume()
+    job.partial.write_text("one\n", encoding="utf-8")
+    with pytest.raises(PartialOutputError, match="tgt_lang_code"):
+        translate_file(tokenizer, model, texts, output, max_new_tokens=3, tgt_lang_code="nya_Latn")
+    assert translate_file(tokenizer, model, texts, output, max_new_tokens=3, tgt_lang_code="eng_Latn") == 1
+    assert model.generation_config.forced_bos_token_id == tokenizer.convert_tokens_to_ids("eng_Latn")
 
 
 @pytest.mark.parametrize("lora_r", [0, 4])
