@@ -26,10 +26,12 @@ from .translation_modes import (
 )
 from .translation_pipeline import (
     DEFAULT_MAX_NEW_TOKENS,
+    can_decode_longer,
     end_token_ids,
     has_language_codes,
     language_code_id,
     most_new_tokens,
+    names_no_target_language,
     reached_limit,
 )
 
@@ -124,7 +126,7 @@ def use_language_codes(
 
 
 def _check_target_language(tokenizer: Any, model: Any) -> None:
-    if has_language_codes(tokenizer) and model.generation_config.forced_bos_token_id is None:
+    if names_no_target_language(tokenizer, model, {}):
         raise TranslationLanguageError(
             f"this {type(tokenizer).__name__} marks languages with codes, and the model's generation config names "
             "no language to translate into (forced_bos_token_id), so the model would pick one: name it with "
@@ -397,7 +399,7 @@ def translate_texts(
         message = _unknown_text_message(unknown_lines, tokenizer.unk_token)
         warnings.warn(UnknownTextWarning(message, unknown_lines), stacklevel=2)
     if cut_translations:
-        message = _cut_translations_message(cut_translations, length_limit, most_new_tokens(model))
+        message = _cut_translations_message(cut_translations, length_limit, can_decode_longer(model, length_limit))
         warnings.warn(CutTranslationWarning(message, cut_translations, length_limit), stacklevel=2)
     return outputs
 
@@ -412,10 +414,10 @@ def _long_lines_message(split_lines: list[int], cut_lines: list[int], limit: int
     return message
 
 
-def _cut_translations_message(lines: list[int], limit: int, most: int | None) -> str:
+def _cut_translations_message(lines: list[int], limit: int, can_go_longer: bool) -> str:
     remedy = (
         "where they are, a larger max_new_tokens (--max-new-tokens) lets them end"
-        if most is None or limit < most
+        if can_go_longer
         else "the model's decoder reads no more"
     )
     return (

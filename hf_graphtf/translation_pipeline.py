@@ -76,6 +76,20 @@ def most_new_tokens(model: Any) -> int | None:
     return None if positions is None else int(positions) - 1
 
 
+def can_decode_longer(model: Any, limit: int) -> bool:
+    """Whether the model's decoder reads past a length limit of ``limit`` new tokens: the remedy a cut-translation
+    warning names (a larger limit, or none left)."""
+    most = most_new_tokens(model)
+    return most is None or limit < most
+
+
+def names_no_target_language(tokenizer: Any, model: Any, generate_kwargs: dict[str, Any]) -> bool:
+    """Whether `model.generate(**generate_kwargs)` would pick the target language itself: the tokenizer marks
+    languages with codes (NLLB-200, M2M100) and neither the call nor the model's generation config forces the
+    target's code (``forced_bos_token_id``), as a base NLLB-200 checkpoint's does not."""
+    return has_language_codes(tokenizer) and generate_setting(model, generate_kwargs, "forced_bos_token_id") is None
+
+
 def end_token_ids(model: Any, generate_kwargs: dict[str, Any]) -> set[int]:
     """The end-of-sentence token ids `model.generate(**generate_kwargs)` stops a translation at."""
     eos = generate_setting(model, generate_kwargs, "eos_token_id")
@@ -126,18 +140,22 @@ class TranslationPipeline(Pipeline):
             preprocess["truncation"] = truncation
         if max_length is not None:
             preprocess["max_length"] = max_length
-        codes = {"src_lang": src_lang, "tgt_lang": tgt_lang}
+        preprocess.update(self._language_codes(src_lang, tgt_lang))
+        return preprocess, {"generate_kwargs": generate_kwargs}, {}
+
+    def _language_codes(self, src_lang: str | None, tgt_lang: str | None) -> dict[str, str]:
+        """The language codes given, checked against the tokenizer: a `ValueError` for a tokenizer without codes
+        or a code it lacks."""
+        given = {"src_lang": src_lang, "tgt_lang": tgt_lang}
+        codes = {field: code for field, code in given.items() if code is not None}
         for field, code in codes.items():
-            if code is None:
-                continue
             if not has_language_codes(self.tokenizer):
                 raise ValueError(
                     f"{field}={code!r} names a language code, and this tokenizer ({type(self.tokenizer).__name__}) "
                     "has none; leave it out (language codes are for NLLB-200 and M2M100 tokenizers)"
                 )
             language_code_id(self.tokenizer, field, code)
-            preprocess[field] = code
-        return preprocess, {"generate_kwargs": generate_kwargs}, {}
+        return codes
 
     def preprocess(
         self,
@@ -182,10 +200,7 @@ class TranslationPipeline(Pipeline):
         target = model_inputs.pop("forced_bos_token_id", None)
         if target is not None:  # the call's tgt_lang, over the generation config's target
             generate_kwargs = _with_setting(generate_kwargs, "forced_bos_token_id", int(target[0]))
-        elif (
-            has_language_codes(self.tokenizer)
-            and generate_setting(self.model, generate_kwargs, "forced_bos_token_id") is None
-        ):
+        elif names_no_target_language(self.tokenizer, self.model, generate_kwargs):
             raise ValueError(
                 f"translation pipeline: this {type(self.tokenizer).__name__} marks languages with codes, and neither "
                 "the call nor the model's generation config (forced_bos_token_id) names the language to translate "
@@ -217,11 +232,10 @@ class TranslationPipeline(Pipeline):
         return [{"translation_text": text.strip()} for text in texts]
 
     def _warn_cut(self, text: str, limit: int) -> None:
-        most = most_new_tokens(self.model)
         remedy = (
-            "the model's decoder reads no more"
-            if most is not None and limit >= most
-            else "a larger max_new_tokens lets it end"
+            "a larger max_new_tokens lets it end"
+            if can_decode_longer(self.model, limit)
+            else "the model's decoder reads no more"
         )
         opening = text if len(text) <= 40 else text[:40] + "..."
         message = (
@@ -233,12 +247,16 @@ class TranslationPipeline(Pipeline):
     def __call__(self, inputs: str | list[str], **kwargs):
         """As `Pipeline.__call__`, but a blank input stays blank, as in `inference.translate_texts` (a model given
         nothing to translate still writes something), and an empty list gives an empty list."""
-        self._sanitize_parameters(**kwargs)  # a bad language code fails even where nothing is left to translate
         blank = [{"translation_text": ""}] * int(kwargs.get("num_return_sequences") or 1)
+        if isinstance(inputs, str) and not inputs.strip():
+            self._language_codes(kwargs.get("src_lang"), kwargs.get("tgt_lang"))  # a bad code fails all the same
+            return blank
         if isinstance(inputs, str):
-            return blank if not inputs.strip() else super().__call__(inputs, **kwargs)
+            return super().__call__(inputs, **kwargs)
         if isinstance(inputs, list):
             filled = [text for text in inputs if not (isinstance(text, str) and not text.strip())]
+            if not filled:
+                self._language_codes(kwargs.get("src_lang"), kwargs.get("tgt_lang"))
             translated = iter(super().__call__(filled, **kwargs) if filled else [])
             result = [blank if isinstance(text, str) and not text.strip() else next(translated) for text in inputs]
         else:

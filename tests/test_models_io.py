@@ -233,6 +233,9 @@ def test_the_pipeline_leaves_blank_inputs_blank(tiny_tokenizer):
     assert translator(["w5 w6", "", "w7", " \t"], **options) == [first, blank, second, blank]
     assert translator("", **options) == [{"translation_text": ""}] and translator([], **options) == []
     assert translator(["", "w7"], num_return_sequences=2, num_beams=2, **options)[0] == [{"translation_text": ""}] * 2
+    for nothing_to_translate in ("", [], [" "]):  # a code this tokenizer lacks fails all the same
+        with pytest.raises(ValueError, match="src_lang='spa_Latn' names a language code"):
+            translator(nothing_to_translate, src_lang="spa_Latn", **options)
 
 
 def test_the_pipeline_says_when_it_cuts_an_input(tiny_tokenizer):
