@@ -181,6 +181,9 @@ class TranslationPipeline(Pipeline):
         if tgt_lang is not None:  # a tensor of one, so that batching stacks it with the input's
             target = language_code_id(self.tokenizer, "tgt_lang", tgt_lang)
             encoded["forced_bos_token_id"] = encoded["input_ids"].new_tensor([target])
+        # a blank item of a dataset or generator (lists are looked through before this) is decoded with the rest
+        # of its batch, and its translation dropped in postprocess
+        encoded["blank"] = encoded["input_ids"].new_tensor([not text.strip()])
         return encoded
 
     @contextmanager
@@ -197,6 +200,7 @@ class TranslationPipeline(Pipeline):
 
     def _forward(self, model_inputs: dict[str, Any], generate_kwargs: dict[str, Any]) -> dict[str, Any]:
         generate_kwargs = pipeline_generate_kwargs(self, generate_kwargs)
+        blank = model_inputs.pop("blank")
         target = model_inputs.pop("forced_bos_token_id", None)
         if target is not None:  # the call's tgt_lang, over the generation config's target
             generate_kwargs = _with_setting(generate_kwargs, "forced_bos_token_id", int(target[0]))
@@ -221,10 +225,14 @@ class TranslationPipeline(Pipeline):
             "output_ids": output_ids.reshape(inputs, -1, output_ids.shape[-1]),
             "reached_limit": reached.bool().reshape(inputs, -1),
             "length_limit": reached.new_full(reached.shape, limit).reshape(inputs, -1),
+            "blank": blank.bool(),
         }
 
     def postprocess(self, model_outputs: dict[str, Any]) -> list[dict[str, str]]:
-        """The translations of one input (a batch of one: the pipeline's, or its batching's)."""
+        """The translations of one input (a batch of one: the pipeline's, or its batching's); a blank input's are
+        blank, as in `inference.translate_texts`."""
+        if model_outputs["blank"][0]:
+            return [{"translation_text": ""}] * model_outputs["output_ids"].shape[1]
         texts = self.tokenizer.batch_decode(model_outputs["output_ids"][0], skip_special_tokens=True)
         for text, reached, limit in zip(texts, model_outputs["reached_limit"][0], model_outputs["length_limit"][0]):
             if reached:
@@ -246,7 +254,8 @@ class TranslationPipeline(Pipeline):
 
     def __call__(self, inputs: str | list[str], **kwargs):
         """As `Pipeline.__call__`, but a blank input stays blank, as in `inference.translate_texts` (a model given
-        nothing to translate still writes something), and an empty list gives an empty list."""
+        nothing to translate still writes something), and an empty list gives an empty list. A list's blank
+        inputs are not decoded at all; a dataset's or generator's are, and their translations dropped."""
         blank = [{"translation_text": ""}] * int(kwargs.get("num_return_sequences") or 1)
         if isinstance(inputs, str) and not inputs.strip():
             self._language_codes(kwargs.get("src_lang"), kwargs.get("tgt_lang"))  # a bad code fails all the same
@@ -259,9 +268,9 @@ class TranslationPipeline(Pipeline):
                 self._language_codes(kwargs.get("src_lang"), kwargs.get("tgt_lang"))
             translated = iter(super().__call__(filled, **kwargs) if filled else [])
             result = [blank if isinstance(text, str) and not text.strip() else next(translated) for text in inputs]
-        else:
-            result = super().__call__(inputs, **kwargs)
-        # one dict per input sentence, as the Transformers 4 pipeline returned
+        else:  # a dataset or generator: its iterator, each item a list of translations, as Transformers 4's
+            return super().__call__(inputs, **kwargs)
+        # one dict per input sentence, as the Transformers 4 pipeline returned for a list
         return [r[0] if isinstance(r, list) and len(r) == 1 else r for r in result]
 
 

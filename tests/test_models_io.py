@@ -11,9 +11,11 @@ import warnings
 
 import pytest
 import torch
+from datasets import Dataset
 from model_matrix import FAMILIES, OPTION_MATRIX, PAD, source_batch, target_batch, tiny_model
 from recipe_fixtures import BLOCK_PACKAGE, write_opus_mt_stand_in
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig, pipeline
+from transformers.pipelines.pt_utils import KeyDataset
 
 from hf_graphtf import TranslationPipeline
 from hf_graphtf.families import FAMILIES as MODEL_FAMILIES
@@ -233,6 +235,15 @@ def test_the_pipeline_leaves_blank_inputs_blank(tiny_tokenizer):
     assert translator(["w5 w6", "", "w7", " \t"], **options) == [first, blank, second, blank]
     assert translator("", **options) == [{"translation_text": ""}] and translator([], **options) == []
     assert translator(["", "w7"], num_return_sequences=2, num_beams=2, **options)[0] == [{"translation_text": ""}] * 2
+    texts = ["w5 w6", "", "w7", " \t"]
+    with warnings.catch_warnings(record=True) as named:  # a blank input is not named as cut
+        warnings.simplefilter("always", TruncatedTranslationWarning)
+        translator(texts, **options)
+    for streamed in ((text for text in texts), KeyDataset(Dataset.from_dict({"text": texts}), "text")):
+        with warnings.catch_warnings(record=True) as named_streamed:
+            warnings.simplefilter("always", TruncatedTranslationWarning)
+            assert list(translator(streamed, **options)) == [[first], [blank], [second], [blank]]
+        assert len(named_streamed) == len(named)
     for nothing_to_translate in ("", [], [" "]):  # a code this tokenizer lacks fails all the same
         with pytest.raises(ValueError, match="src_lang='spa_Latn' names a language code"):
             translator(nothing_to_translate, src_lang="spa_Latn", **options)
