@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -252,7 +252,7 @@ class TranslationPipeline(Pipeline):
         )
         warnings.warn(TruncatedTranslationWarning(message, limit), stacklevel=3)
 
-    def __call__(self, inputs: str | list[str], **kwargs):
+    def __call__(self, inputs: str | list[str] | Iterable[str], **kwargs):
         """As `Pipeline.__call__`, but a blank input stays blank, as in `inference.translate_texts` (a model given
         nothing to translate still writes something), and an empty list gives an empty list. A list's blank
         inputs are not decoded at all; a dataset's or generator's are, and their translations dropped."""
