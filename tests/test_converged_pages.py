@@ -51,6 +51,9 @@ def test_the_page_shows_finished_runs_only_and_prices_every_run_left_in_full(tmp
     assert (sections.progress_section(grid, rows), sections.stopping_section(grid, rows)) == before
     (paragraph, _) = sections.progress_section(grid, rows)
     assert paragraph.startswith("**Partial:** 2 of the grid's") and "finished runs only" in paragraph
+    planned = grid.runs()  # once every run has a row, the page says the grid is complete, with its count
+    (paragraph, _) = sections.progress_section(grid, [dataclasses.replace(rows[0], run=run.name) for run in planned])
+    assert paragraph.startswith(f"**Complete:** {len(planned)} of the grid's {len(planned)} runs have finished.")
     still = next(line for line in sections.stopping_section(grid, rows) if line.startswith("Still to run"))
     assert "seed 1: 1 run, about" in still and "seed 2: 2 runs, about" in still and "under way" not in still
     assert "hours of training (on a 2-core machine, one run at a time;" in still  # no CPU recorded: none named

@@ -54,14 +54,14 @@ def prose(name: str, **fields: Any) -> str:
 
 
 def progress_section(grid: Grid, rows: list[Row]) -> list[str]:
-    """A paragraph saying how much of the grid has run, when some of it has not (else nothing): a grid
-    takes many sittings, and a page drawn part-way must not read as the whole comparison. The page shows
-    finished runs only; where a run under way stands is the runner's log, not a committed page."""
+    """A paragraph saying how much of the grid has run: a grid takes many sittings, and a page drawn
+    part-way must not read as the whole comparison, nor a finished one leave its reader to count. The page
+    shows finished runs only; where a run under way stands is the runner's log, not a committed page."""
     finished = {row.run for row in rows}
     planned = grid.runs()
     done = sum(run.name in finished for run in planned)
     if done == len(planned):
-        return []
+        return [prose("complete", planned=len(planned)), ""]
     per_size = []
     for size in grid.sizes:
         runs = [run for run in planned if run.size == size]
