@@ -53,10 +53,27 @@ __all__ = [
 
 DEFAULT_SWORD_PATH = Path("/usr/share/sword")
 SRC_LANG, TGT_LANG = "es", "en"
-TRAIN_10K_SIZE = 10_000
 TEST_FRACTION, VALID_FRACTION = 0.05, 0.03
 FORMAT_VERSION = 1
-OUTPUT_FILES = ("train.jsonl", "train_10k.jsonl", "valid.jsonl", "test.jsonl", "meta.json")
+
+
+@dataclass(frozen=True)
+class Subset:
+    """A fixed sample of another training split, the papers' low-resource conditions: ``size`` pairs of
+    ``parent`` ranked by sha1(``name`` + ':' + id). Each is drawn from the one before it, so the smaller
+    condition's pairs are all in the larger one's (5K within 10K within train)."""
+
+    name: str
+    parent: str
+    size: int
+
+
+#: the training subsets every Bible corpus writes, each after its parent
+SUBSETS = (Subset("train_10k", "train", 10_000), Subset("train_5k", "train_10k", 5_000))
+TRAIN_10K_SIZE = SUBSETS[0].size
+#: the splits a corpus folder holds, in the order they are written
+CORPUS_SPLITS = ("train", *(subset.name for subset in SUBSETS), "valid", "test")
+OUTPUT_FILES = (*(f"{name}.jsonl" for name in CORPUS_SPLITS), "meta.json")
 
 # Alignment settings.  Same-numbered verses may always pair and get a bonus on top of their
 # similarity; differently numbered ones need real evidence.  The Spanish bonus is small because
@@ -357,7 +374,8 @@ def build_bible_corpus(
     """Build the es-en Bible corpus into ``output_dir`` and return its metadata.
 
     Writes ``train.jsonl`` (the "30K" condition), ``train_10k.jsonl`` (a fixed 10,000-pair
-    sample of train, the "10K" condition), ``valid.jsonl``, ``test.jsonl`` and ``meta.json``.
+    sample of train, the "10K" condition), ``train_5k.jsonl`` (5,000 pairs of train_10k, the "5K"
+    condition), ``valid.jsonl``, ``test.jsonl`` and ``meta.json``.
     Each line is ``{"id": "Gen.1.1", "translation": {"es": ..., "en": <WEB>}, "references":
     {"en": [<WEB>, <KJV>]}}``.  Chapters are assigned to splits by a SHA-1 hash of their
     reference (5% test, 3% valid), and test/valid pairs whose Spanish sentence also occurs in
@@ -419,26 +437,30 @@ def split_records(
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
     """The Bible corpora's splits of ``records`` (ids ``Book.Chapter.Verse``) and what ``meta.json`` says of
     them: chapters assigned by hash (the same chapters in every pair), valid/test pairs whose source occurs
-    in train dropped, and ``train_10k`` drawn from train by a hash of the id."""
+    in train dropped, and the `SUBSETS` (``train_10k`` from train, ``train_5k`` from train_10k) drawn by a
+    hash of the id."""
     splits = split_by_chapter(records, test_fraction=TEST_FRACTION, valid_fraction=VALID_FRACTION)
     dropped = {}
     for name in ("valid", "test"):
         splits[name], removed = drop_seen_sources(splits[name], splits["train"], src_lang=src_lang)
         dropped[name] = len(removed)
-    outputs = {**splits, "train_10k": stable_subset(splits["train"], TRAIN_10K_SIZE, salt="train_10k")}
+    outputs = dict(splits)
+    for subset in SUBSETS:
+        outputs[subset.name] = stable_subset(outputs[subset.parent], subset.size, salt=subset.name)
     meta = {
         "splits": {
             name: {
                 "pairs": len(outputs[name]),
                 "avg_words": {lang: _average_words(outputs[name], lang) for lang in (src_lang, tgt_lang)},
             }
-            for name in (*SPLIT_NAMES, "train_10k")
+            for name in (*SPLIT_NAMES, *(subset.name for subset in SUBSETS))
         },
         "total_pairs": sum(len(splits[name]) for name in SPLIT_NAMES),
         "split_rule": (
             f"sha1 of 'Book.Chapter' mapped to [0, 1): < {TEST_FRACTION} test, "
             f"< {TEST_FRACTION + VALID_FRACTION} valid, else train; valid/test pairs whose source "
-            "also occurs in train are dropped; train_10k ranks train by sha1('train_10k:' + id)"
+            "also occurs in train are dropped; "
+            + "; ".join(f"{s.name} ranks {s.parent} by sha1('{s.name}:' + id)" for s in SUBSETS)
         ),
         "dropped_as_seen_in_train": dropped,
     }
@@ -446,10 +468,10 @@ def split_records(
 
 
 def write_corpus(output: Path, outputs: dict[str, list[dict[str, Any]]], meta: dict[str, Any]) -> dict[str, Any]:
-    """Write the four splits and ``meta.json`` (with each file's line count and sha256) atomically."""
+    """Write the splits (`CORPUS_SPLITS`) and ``meta.json`` (with each file's line count and sha256) atomically."""
     output.mkdir(parents=True, exist_ok=True)
     meta["files"] = {}
-    for name in ("train", "train_10k", "valid", "test"):
+    for name in CORPUS_SPLITS:
         content = _jsonl(outputs[name])
         _write_atomic(output / f"{name}.jsonl", content)
         meta["files"][f"{name}.jsonl"] = fingerprint_bytes(content.encode("utf-8"))

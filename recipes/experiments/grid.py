@@ -148,7 +148,7 @@ class Grid(GridFile):
                     tuned = {self.tuning.field: value}
             for seed in chosen_seeds:
                 for variant in chosen_variants:
-                    if seed not in self.variant_seeds(variant):
+                    if not self.trains(variant, size, seed):
                         continue
                     if self.tuning is not None and variant == self.tuning.variant and seed == self.tuning.seed:
                         continue  # one of its tuning runs, listed above, is this run

@@ -126,6 +126,10 @@ class GridFile:
     variants: dict[str, dict[str, Any]]
     core: list[str]
     tuning: Tuning | None = None
+    #: for a size that trains only some variants or seeds (its ``variants``/``seeds`` keys): which
+    #: (None: every variant, at its own seeds)
+    size_variants: dict[str, list[str] | None] = field(default_factory=dict)
+    size_seeds: dict[str, list[int] | None] = field(default_factory=dict)
     #: grid files whose budgets the report sets beside this grid's ("how the verdict moves")
     earlier_budgets: list[str] = field(default_factory=list)
     #: grid files of the same question on other language pairs, whose columns the report sets after this
@@ -164,6 +168,7 @@ class GridFile:
             outside = [seed for seed in own if seed not in spec["seeds"]]
             if outside:
                 raise ValueError(f"{path}: variant {name!r} lists seeds {outside} that the grid's seeds lack")
+        sizes, size_variants, size_seeds = _sizes(path, spec["sizes"], variants, spec["seeds"])
         tuning = None
         if spec.get("tuning"):
             tuning_spec = spec["tuning"]
@@ -195,7 +200,7 @@ class GridFile:
                 where
                 for where, values in [("common", spec.get("common") or {})]
                 + [(f"variant {name}", variant.get("options") or {}) for name, variant in variants.items()]
-                + [(f"size {name}", values or {}) for name, values in spec["sizes"].items()]
+                + [(f"size {name}", values) for name, values in sizes.items()]
                 if tuning.field in values
             ]
             if fixed:
@@ -210,10 +215,12 @@ class GridFile:
             else (root / spec["results"]).parent / "archive" / spec["name"],
             seeds=[int(seed) for seed in spec["seeds"]],
             common=dict(spec.get("common") or {}),
-            sizes={name: dict(values or {}) for name, values in spec["sizes"].items()},
+            sizes=sizes,
             variants=variants,
             core=list(spec.get("core") or variants),
             tuning=tuning,
+            size_variants=size_variants,
+            size_seeds=size_seeds,
             earlier_budgets=list(spec.get("earlier_budgets") or []),
             other_pairs=list(spec.get("other_pairs") or []),
             pair=_pair(spec.get("common") or {}, root / next(iter(variants.values()))["recipe"]),
@@ -241,6 +248,16 @@ class GridFile:
         """The seeds one variant trains: its own ``seeds`` where the grid file gives them (a subset of the
         grid's, so that the variants a question turns on get more seeds than the rest), else the grid's."""
         return [int(seed) for seed in self.variants[variant].get("seeds") or self.seeds]
+
+    def trains(self, variant: str, size: str, seed: int) -> bool:
+        """Whether the grid trains this variant at this size and seed: the variant's seeds, narrowed by the
+        size's own ``variants`` and ``seeds`` where it names them."""
+        variants, seeds = self.size_variants.get(size), self.size_seeds.get(size)
+        return (
+            seed in self.variant_seeds(variant)
+            and (variants is None or variant in variants)
+            and (seeds is None or seed in seeds)
+        )
 
     def archive_folder(self, run_name: str) -> Path:
         """Where a finished run's translations and training log are kept in the repository."""
@@ -285,6 +302,33 @@ def _figures(path: Path, spec: Any, variants: dict[str, Any]) -> Figures:
 def _known(path: Path, where: str, names: Any, variants: dict[str, Any]) -> None:
     if not isinstance(names, list) or any(name not in variants for name in names):
         raise ValueError(f"{path}: {where} names {names!r}; each must be one of the grid's variants {list(variants)}")
+
+
+#: the keys of a size that narrow what it trains rather than override the recipe
+_SIZE_SCOPE_KEYS = ("variants", "seeds")
+
+
+def _sizes(
+    path: Path, spec: Any, variants: dict[str, Any], seeds: list[int]
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[str] | None], dict[str, list[int] | None]]:
+    """A grid file's ``sizes``: each size's recipe overrides, and the variants and seeds it trains where it
+    names them (``5k: {train_split: train_5k, variants: [vanilla, al_both], seeds: [1, 2, 3]}``: a smaller
+    condition that asks one question of fewer runs), checked against the grid's variants and seeds."""
+    if not isinstance(spec, dict) or not spec:
+        raise ValueError(f"{path}: sizes maps each size's name to its overrides")
+    overrides, size_variants, size_seeds = {}, {}, {}
+    for name, values in spec.items():
+        values = dict(values or {})
+        chosen = values.pop("variants", None)
+        if chosen is not None:
+            _known(path, f"size {name!r} variants", chosen, variants)
+        own = values.pop("seeds", None)
+        if own is not None and (
+            not isinstance(own, list) or not own or any(not isinstance(seed, int) or seed not in seeds for seed in own)
+        ):
+            raise ValueError(f"{path}: size {name!r} seeds must be a list of the grid's seeds {seeds}, not {own!r}")
+        overrides[name], size_variants[name], size_seeds[name] = values, chosen, own
+    return overrides, size_variants, size_seeds
 
 
 #: the keys a grid file's ``tuning`` takes
