@@ -27,6 +27,7 @@ from .inference import (
     translate_texts,
     use_language_codes,
 )
+from .package_store import TRUST_ENV, TRUST_FLAG
 from .translation_formats import TRANSLATION_FORMATS, auto_candidates, self_checked_names
 from .translation_modes import (
     COMPILE_CHOICES,
@@ -58,7 +59,13 @@ def _load(args: argparse.Namespace, mode: TranslationMode | None = None) -> tupl
     compile_choice = getattr(args, "compile", "off")  # translate's flag; evaluate and the rest decode eagerly
     engine = getattr(args, "engine", "eager")  # translate's and evaluate's; gates and analyze run no decoding
     loaded = load_model(
-        args.model, args.device, mode or args.dtype, args.attn_implementation, compile=compile_choice, engine=engine
+        args.model,
+        args.device,
+        mode or args.dtype,
+        args.attn_implementation,
+        compile=compile_choice,
+        engine=engine,
+        trust_exported=getattr(args, "trust_exported", False),
     )
     if mode is not None or loaded[1].translation_mode.engine_note:  # evaluate says only what its package did
         print(f"hf-graphtf: {loaded[1].translation_mode.reason}", file=sys.stderr, flush=True)
@@ -327,6 +334,13 @@ def _add_engine_option(parser: argparse.ArgumentParser) -> None:
         help="auto (default): the model's exported package (hf-graphtf export) where one fits, else eager; "
         f"exported: the package or an error; eager: never the package. What it buys: {RESULTS_PAGE}",
     )
+    parser.add_argument(
+        TRUST_FLAG,
+        action="store_true",
+        help="run the exported package the model folder carries (MODEL/exported) though you did not build it on "
+        f"this machine: it is native code, so only if you trust whoever built it (or set {TRUST_ENV}=1). "
+        "Your own builds (hf-graphtf export) need no flag",
+    )
 
 
 def _add_generation_options(parser: argparse.ArgumentParser, default_dtype: str = "fp32") -> None:
@@ -451,13 +465,21 @@ def build_parser() -> argparse.ArgumentParser:
         "export",
         help="compile a saved model's decoding ahead of time (AOTInductor, CPU) for translate and evaluate",
     )
-    export.add_argument("--model", required=True, help="saved model directory (the packages go inside it)")
+    export.add_argument(
+        "--model", required=True, help="saved model directory (read only: the packages go to your own store)"
+    )
     export.add_argument(
         "--dtype",
         type=_dtype_argument(exportable_formats()),
         default=exportable_formats()[0],
         metavar="{" + ",".join(exportable_formats()) + "}",
         help="the format translate will load it in (its --dtype); default " + exportable_formats()[0],
+    )
+    export.add_argument(
+        "--output",
+        help="write the packages to OUTPUT/<dtype>/ to carry to another machine (with the same torch and CPU "
+        f"instruction set), where they go in MODEL/exported/ and run with {TRUST_FLAG}; default: your own "
+        "store (~/.cache/hf_graphtf/exported, or $HF_GRAPHTF_CACHE/exported), which translate uses unasked",
     )
     export.set_defaults(func=cmd_export)
 
@@ -484,7 +506,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Build the model's packages for ``--dtype`` (`exported_models.export_model`)."""
     from .exported_models import export_model
 
-    export_model(args.model, args.dtype, command=f"hf-graphtf export --model {args.model} --dtype {args.dtype}")
+    command = f"hf-graphtf export --model {args.model} --dtype {args.dtype}"
+    if args.output is not None:
+        command += f" --output {args.output}"
+    export_model(args.model, args.dtype, output=args.output, command=command)
     return 0
 
 

@@ -1,15 +1,19 @@
-"""Exported models on disk: building the AOTInductor packages beside a saved model, and finding them again.
+"""Exported models on disk: building the AOTInductor packages of a saved model, and finding them again.
 
-``hf-graphtf export --model DIR --dtype bf16`` writes ``DIR/exported/bf16/``: one ``.pt2`` package per graph
-of `export_graphs` and a ``manifest.json`` saying what they were built from and for. In a float format the
-packages hold the compiled code only; the weights stay in the model's own safetensors and are handed to the
-graphs when they load, so they are stored once (in the model). int8 too: its weights are quantized when the
-model loads in int8 (`int8_linear`), as for eager decoding, and handed over the same way.
+``hf-graphtf export --model DIR --dtype bf16`` builds one ``.pt2`` package per graph of `export_graphs` and a
+``manifest.json`` saying what they were built from and for, into this user's package store (`package_store`:
+``~/.cache/hf_graphtf/exported/``, keyed by the model's digest, the format, torch and the CPU), never into the
+model folder; ``--output DIR`` writes them to ``DIR/<dtype>/`` to carry to another machine, where they go in the
+model folder's ``exported/``. In a float format the packages hold the compiled code only; the weights stay in the
+model's own safetensors and are handed to the graphs when they load, so they are stored once (in the model).
+int8 too: its weights are quantized when the model loads in int8 (`int8_linear`), as for eager decoding, and
+handed over the same way.
 
-A package is used only where it fits what loads it: the same torch, the same CPU instruction set (the code
-is compiled for the host it was built on), the same weights and configuration (a digest of the model's files),
-and package files whose digests match the manifest. `find_exported` says in one line why one does not fit,
-and the caller decodes eagerly; a translation never comes from a package that does not fit.
+A package is code, so it is opened only where this user built it or trusts whoever did (`package_store`); that is
+decided first. It is then used only where it fits what loads it: the same torch, the same CPU instruction set (the
+code is compiled for the host it was built on), the same weights and configuration (a digest of the model's
+files), and package files whose digests match the manifest. `find_exported` says in one line why one is not
+used, and the caller decodes eagerly; a translation never comes from a package that does not fit.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from . import package_store
 from .errors import UserError, named_first_line
 from .folder_lock import hold_folder
 from .translation_formats import TRANSLATION_FORMATS, translation_format
 
-#: the folder inside a model folder that holds its exported packages, one sub-folder per format
+#: the folder inside a model folder that holds the exported packages it carries, one sub-folder per format
 EXPORT_DIR = "exported"
 MANIFEST = "manifest.json"
 #: which decoding translates (``--engine``): ``auto`` the exported package where one fits, else eager;
@@ -56,16 +61,17 @@ def exportable_formats() -> tuple[str, ...]:
 
 
 def export_dir(model_dir: str | os.PathLike[str], dtype: str) -> Path:
-    """Where the packages of ``model_dir`` in format ``dtype`` are."""
+    """Where packages that ``model_dir`` carries in format ``dtype`` are (``export --output DIR/exported``, or
+    copied there from another machine): used only where trusted (`package_store`)."""
     return Path(model_dir) / EXPORT_DIR / dtype
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def store_dir(model_dir: str | os.PathLike[str], dtype: str) -> Path:
+    """Where this user's own build of ``model_dir`` (as its files are now) in ``dtype`` is, for this torch and CPU."""
+    return package_store.current_key(model_digest(model_dir), dtype).folder()
+
+
+_sha256 = package_store.sha256_of
 
 
 def model_digest(model_dir: str | os.PathLike[str]) -> str:
@@ -117,6 +123,8 @@ class ExportManifest:
     #: what the graphs take and give (`export_graphs.GRAPH_LAYOUT`; 0: from before layouts were recorded)
     graph_layout: int = 0
     build_command: str = ""
+    #: the model folder it was built from (absolute), so that a folder whose files changed since is told so
+    model_path: str = ""
     build_seconds: float = 0.0
     built: str = ""  # UTC, ISO 8601
 
@@ -195,20 +203,22 @@ def export_model(
     model_dir: str | os.PathLike[str],
     dtype: str = "fp32",
     *,
+    output: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
     command: str | None = None,
 ) -> Path:
     """Build the packages of the model saved in ``model_dir`` in format ``dtype`` (`exportable_formats`) and
-    return their folder (`export_dir`); packages built before are replaced only once the new ones are
-    complete, and a second export of the model in the same format is refused while one runs (`folder_lock`).
-    ``progress`` gets one line per stage (default: standard error)."""
+    return their folder: this user's store (`store_dir`) or, with ``output``, ``output/<dtype>`` (to carry; a
+    model folder's ``exported/`` is where `find_exported` looks for carried packages). Packages built before
+    are replaced only once the new ones are complete, and a second export to the same folder is refused while
+    one runs (`folder_lock`). ``progress`` gets one line per stage (default: standard error)."""
     from .export_graphs import GRAPH_NAMES
     from .inference import load_model
 
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     folder = Path(model_dir)
     if not folder.is_dir():
-        raise ExportError(f"{model_dir}: export needs a saved model folder (the packages are written beside it)")
+        raise ExportError(f"{model_dir}: export needs a saved model folder (the packages are built from its files)")
     fmt = translation_format(dtype)
     if not fmt.exports:
         raise ExportError(f"format {fmt.name} does not export; exported formats: {', '.join(exportable_formats())}")
@@ -216,12 +226,13 @@ def export_model(
     if problem:
         raise ExportError(problem)
     _check_compiler()
+    target = Path(output) / fmt.name if output is not None else store_dir(folder, fmt.name)
 
     def refusal(holder: str) -> str:
-        return f"{folder} is being exported in {fmt.name} by another process ({holder}); wait for it to end"
+        return f"{folder} is being exported in {fmt.name} to {target} by another process ({holder}); wait for it to end"
 
-    # one export of a model in a format at a time: a second would delete the first's building folder
-    with hold_folder(folder / EXPORT_DIR, f".export-{fmt.name}.lock", refusal), warnings.catch_warnings():
+    # one export to a folder at a time: a second would delete the first's building folder
+    with hold_folder(target.parent, f".export-{target.name}.lock", refusal), warnings.catch_warnings():
         started = time.perf_counter()
         # as translate loads it: int8 with its int8 layers, whose weights are handed over at load as the others'
         _, model = load_model(str(folder), "cpu", fmt.name, engine="eager")
@@ -231,13 +242,25 @@ def export_model(
         warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
         # and Inductor's int8 lowering copying its own zero points (mkldnn_lowerings, torch 2.13)
         warnings.filterwarnings("ignore", message=r"To copy construct from a tensor", category=UserWarning)
-        return _build(folder, fmt, model, summary, say, command, started)
+        built = _build(folder, target, fmt, model, summary, say, command, started)
+    if output is not None:
+        from .model_card import note_exported_packages
+
+        note_exported_packages(target)
+    return built
 
 
 def _build(
-    folder: Path, fmt: Any, model: Any, summary: str, say: Callable[[str], None], command: str | None, started: float
+    folder: Path,
+    target: Path,
+    fmt: Any,
+    model: Any,
+    summary: str,
+    say: Callable[[str], None],
+    command: str | None,
+    started: float,
 ) -> Path:
-    """`export_model` after its checks: trace, compile each graph, write the manifest, put the folder in place."""
+    """`export_model` after its checks: trace, compile each graph, write the manifest, put ``target`` in place."""
     dtype = fmt.name
     import torch
     import transformers
@@ -250,9 +273,9 @@ def _build(
         programs = export_graphs(model)
     except Exception as error:  # torch.export's failures are many and deep; the first line names the cause
         raise ExportError(f"{summary} cannot be exported: {named_first_line(error)}") from error
-    building = folder / EXPORT_DIR / f".building-{dtype}"
+    building = target.parent / f".building-{target.name}"
     shutil.rmtree(building, ignore_errors=True)
-    building.mkdir(parents=True)
+    building.mkdir(parents=True, mode=0o700)
     constants = graph_constants(EncoderGraph(model))
     packages: dict[str, str] = {}
     problem = None  # raised once the cache is left: `fresh_cache` keeps its folder when an error crosses it
@@ -266,12 +289,13 @@ def _build(
                     package_path=str(path),
                     inductor_configs={"aot_inductor.package_constants_in_so": False},
                 )
+            # this user built it: recorded before it is first loaded, so that a carried copy of it is known
+            packages[name] = package_store.record_built(path)
             try:  # what translate will load, loaded once before it is kept
                 _load_package(path, constants)
             except ExportedPackageProblem as error:
                 problem = error
                 break
-            packages[name] = _sha256(path)
     if problem is not None:
         shutil.rmtree(building, ignore_errors=True)
         raise ExportError(f"nothing was kept, as the package AOTInductor built does not load: {problem}")
@@ -287,26 +311,28 @@ def _build(
         weights="model",
         graph_layout=GRAPH_LAYOUT,
         build_command=command or f"hf_graphtf.exported_models.export_model({str(folder)!r}, {dtype!r})",
+        model_path=str(folder.resolve()),
         build_seconds=round(time.perf_counter() - started, 1),
         built=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
     manifest.write(building)
-    target = export_dir(folder, dtype)
     shutil.rmtree(target, ignore_errors=True)
     building.rename(target)
     say(f"exported to {target} in {manifest.build_seconds:.0f} s")
     return target
 
 
-def load_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> Any:
-    """The `ExportedDecoding` of ``model`` (loaded from ``model_dir`` in format ``dtype``) from its packages;
-    `ExportedPackageProblem` says why they do not fit, FileNotFoundError where there are none."""
+def load_exported(
+    model: Any, model_dir: str | os.PathLike[str], dtype: str, folder: Path, digest: str | None = None
+) -> Any:
+    """The `ExportedDecoding` of ``model`` (loaded from ``model_dir`` in format ``dtype``) from the packages in
+    ``folder``, which the caller has decided may run (`find_exported`); `ExportedPackageProblem` says why they
+    do not fit, FileNotFoundError where there are none. ``digest``: the model's `model_digest`, where known."""
     import torch
 
     from .export_graphs import GRAPH_LAYOUT, GRAPH_NAMES, EncoderGraph, graph_constants
     from .exported_decoding import ExportedDecoding
 
-    folder = export_dir(model_dir, dtype)
     manifest = ExportManifest.read(folder)
     problems = [problem] if (problem := torch_export_problem()) else []
     if manifest.dtype != dtype:
@@ -324,7 +350,7 @@ def load_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> 
             "it was built by an earlier hf_graphtf whose int8 quantized activations per batch (torchao's PT2E), "
             "not per row as translate does now"
         )
-    if not problems and manifest.model_digest != model_digest(model_dir):
+    if not problems and manifest.model_digest != (digest or model_digest(model_dir)):
         problems.append("the model's weights or configuration changed since it was built")
     if not problems and (sorted(manifest.packages) != sorted(GRAPH_NAMES) or manifest.graph_layout != GRAPH_LAYOUT):
         problems.append(
@@ -388,20 +414,79 @@ def _aoti_runner(path: Path) -> Any:
     return AOTICompiledModel(torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1))
 
 
-def find_exported(model: Any, model_dir: str | os.PathLike[str], dtype: str) -> tuple[Any | None, str]:
-    """The `ExportedDecoding` for ``model`` where a fitting package exists, and the clause saying so (for the
-    one line the CLI prints); else None and why not."""
-    folder = export_dir(model_dir, dtype)
-    if not (folder / MANIFEST).is_file():
-        return None, f"no exported {dtype} package in {folder.parent}"
+@dataclass(frozen=True)
+class PackageLookup:
+    """What `find_exported` found: the decoding (None where no package is used), the clause saying so or why
+    not, and whether there was a package for the model at all (where there was none, eager decoding is
+    not worth a line)."""
+
+    decoding: Any
+    clause: str
+    found: bool
+
+
+def find_exported(
+    model: Any, model_dir: str | os.PathLike[str], dtype: str, *, trust_exported: bool = False
+) -> PackageLookup:
+    """The `ExportedDecoding` for ``model`` where a package may run and fits: this user's own build in the store
+    first, else the one the model folder carries, only where its bytes are this user's build or it is trusted
+    (``trust_exported``, ``HF_GRAPHTF_TRUST_EXPORTED``). An untrusted package is never opened, not even to
+    check that it fits."""
+    from .export_graphs import GRAPH_NAMES
+
+    if not Path(model_dir).is_dir():  # a Hub id: packages are built from a saved folder
+        return PackageLookup(None, f"no exported {dtype} package for {model_dir} (it is not a local folder)", False)
+    digest = model_digest(model_dir)
+    own = package_store.current_key(digest, dtype).folder()
+    carried = export_dir(model_dir, dtype)
+    if (own / MANIFEST).is_file():
+        return _load_found(model, model_dir, dtype, own, "you built", digest)
+    if (carried / MANIFEST).is_file():
+        trusted = trust_exported or package_store.trusted_by_environment()
+        if not (trusted or package_store.built_here([carried / f"{name}.pt2" for name in GRAPH_NAMES])):
+            return PackageLookup(None, package_store.untrusted_line(carried, dtype, str(model_dir)), True)
+        return _load_found(model, model_dir, dtype, carried, "the model folder carries", digest)
+    earlier = _earlier_build(model_dir, dtype)
+    if earlier is not None:
+        return PackageLookup(
+            None,
+            f"no exported {dtype} package for {model_dir} as its files are now (the one built {earlier} was for "
+            f"its earlier weights or configuration; hf-graphtf export --model {model_dir} --dtype {dtype} builds "
+            "it again)",
+            True,
+        )
+    others = (Path(model_dir) / EXPORT_DIR).is_dir() or own.parent.is_dir()
+    return PackageLookup(None, f"no exported {dtype} package for {model_dir} (hf-graphtf export builds one)", others)
+
+
+def _earlier_build(model_dir: str | os.PathLike[str], dtype: str) -> str | None:
+    """When this user's store holds a ``dtype`` build of the folder ``model_dir`` made from other files than it
+    has now (a model trained on, or edited, since): that build's time; else None. It is never used (the store
+    is keyed by the files' digest); the line says why a folder exported before decodes eagerly now."""
+    path = str(Path(model_dir).resolve())
+    for manifest in sorted(package_store.store_root().glob(f"*/{dtype}-*/{MANIFEST}")):
+        try:
+            built = ExportManifest.read(manifest.parent)
+        except ExportedPackageProblem:
+            continue
+        if built.model_path == path:
+            return built.built
+    return None
+
+
+def _load_found(
+    model: Any, model_dir: str | os.PathLike[str], dtype: str, folder: Path, whose: str, digest: str
+) -> PackageLookup:
+    """`find_exported` for packages in ``folder`` that may run: loaded where they fit, else why not."""
     started = time.perf_counter()
     try:
-        decoding = load_exported(model, model_dir, dtype)
+        decoding = load_exported(model, model_dir, dtype, folder, digest)
     except ExportedPackageProblem as problem:
-        return None, f"the exported {dtype} package in {folder} does not fit: {problem}"
+        return PackageLookup(None, f"the exported {dtype} package in {folder} does not fit: {problem}", True)
     manifest = ExportManifest.read(folder)
     seconds = time.perf_counter() - started
-    return decoding, f"decoding with the exported {dtype} package (built {manifest.built}, loaded in {seconds:.1f} s)"
+    clause = f"decoding with the exported {dtype} package {whose} (built {manifest.built}, loaded in {seconds:.1f} s)"
+    return PackageLookup(decoding, clause, True)
 
 
 __all__ = [
@@ -411,6 +496,7 @@ __all__ = [
     "ExportError",
     "ExportManifest",
     "ExportedPackageProblem",
+    "PackageLookup",
     "cpu_instruction_set",
     "export_dir",
     "export_model",
@@ -418,5 +504,6 @@ __all__ = [
     "find_exported",
     "load_exported",
     "model_digest",
+    "store_dir",
     "torch_export_problem",
 ]

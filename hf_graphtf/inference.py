@@ -268,6 +268,7 @@ def load_model(
     attn_implementation: str | None = None,
     compile: str = "off",
     engine: str = "auto",
+    trust_exported: bool = False,
 ) -> tuple[Any, Any]:
     """Tokenizer and model (in eval mode, on ``device`` or the best available one) from a directory or Hub id.
 
@@ -277,8 +278,11 @@ def load_model(
     (``auto``, ``on``, ``off``) compiles decoding with a static cache (`translation_modes.compile_decoding`);
     ``auto`` only where it measured faster. ``engine`` (`exported_models.ENGINES`) chooses between the
     exported packages of a local model folder (``hf-graphtf export``) and eager decoding: ``auto`` takes a
-    package that fits, where decoding is not compiled. The model's ``translation_mode`` records what it was
-    loaded in, which engine decodes, and why; ``exported_decoding`` holds the package's graphs (or None)."""
+    package that fits, where decoding is not compiled. A package is native code: one this user built
+    (`package_store`) runs; one the folder carries from elsewhere only with ``trust_exported`` (or
+    ``HF_GRAPHTF_TRUST_EXPORTED=1``), and is never opened otherwise. The model's ``translation_mode`` records
+    what it was loaded in, which engine decodes, and why; ``exported_decoding`` holds the package's graphs (or
+    None)."""
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -309,28 +313,20 @@ def load_model(
     if engine == "exported" and compiled:
         raise ExportError("engine 'exported' decodes with the exported package; it does not compile as well")
     if engine != "eager" and not compiled and mode.format.exports:
-        model.exported_decoding, clause = find_exported(model, name, mode.dtype)
-        if model.exported_decoding is None:
+        lookup = find_exported(model, name, mode.dtype, trust_exported=trust_exported)
+        model.exported_decoding = lookup.decoding
+        if lookup.decoding is None:
             if engine == "exported":
-                raise ExportError(f"engine 'exported' asked for, but {clause}")
-            if _has_packages(name):  # packages there but none used: said, never silent
-                note = f"eager decoding, as {clause}"
+                raise ExportError(f"engine 'exported' asked for, but {lookup.clause}")
+            if lookup.found:  # packages there but none used: said, never silent
+                note = f"eager decoding, as {lookup.clause}"
                 mode = replace(mode, reason=f"{mode.reason}; {note}", engine_note=note)
         else:
-            mode = replace(mode, reason=f"{mode.reason}; {clause}", engine_note=clause)
+            mode = replace(mode, reason=f"{mode.reason}; {lookup.clause}", engine_note=lookup.clause)
     elif engine == "exported":
         raise ExportError(f"engine 'exported' asked for, but format {mode.dtype} does not export")
     model.translation_mode = mode
     return tokenizer, model
-
-
-def _has_packages(name: str) -> bool:
-    """Whether a model folder holds exported packages of any format (so that not using them is said)."""
-    from pathlib import Path
-
-    from .exported_models import EXPORT_DIR
-
-    return (Path(name) / EXPORT_DIR).is_dir()
 
 
 def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:

@@ -208,3 +208,51 @@ def write_model_card(output_dir: str | os.PathLike[str], results: dict[str, Any]
     path = Path(output_dir) / CARD_FILE
     path.write_text(render_model_card(results, model_id=model_id), encoding="utf-8")
     return path
+
+
+#: the marks around the card's section on exported packages, which `note_exported_packages` rewrites
+_EXPORTED_MARKS = ("<!-- hf_graphtf: exported packages -->", "<!-- /hf_graphtf: exported packages -->")
+
+
+def note_exported_packages(target: str | os.PathLike[str]) -> Path | None:
+    """Say in a model folder's card that the folder carries exported packages, where ``target``
+    (``MODEL/exported/<dtype>``, written by ``export --output MODEL/exported``) lies in one: they are native
+    code, which a folder otherwise is not, and whoever receives the folder must know before trusting them.
+    The section lists every format the folder carries and is rewritten, not added again, by a later export.
+    Returns the card's path; None where ``target`` is not inside a model folder."""
+    from .exported_models import EXPORT_DIR, MANIFEST, ExportManifest
+
+    exported = Path(target).parent
+    model = exported.parent
+    if exported.name != EXPORT_DIR or not (model / "config.json").is_file():
+        return None
+    lines = []
+    for folder in sorted(path for path in exported.iterdir() if (path / MANIFEST).is_file()):
+        manifest = ExportManifest.read(folder)
+        lines.append(
+            f"- `{EXPORT_DIR}/{folder.name}/`: built {manifest.built} with torch {manifest.torch} for a CPU with "
+            f"{manifest.cpu_instruction_set} ({manifest.cpu})"
+        )
+    section = "\n".join(
+        [
+            _EXPORTED_MARKS[0],
+            "## Exported packages (native code)",
+            "",
+            "This folder carries AOTInductor packages (`hf-graphtf export --output`): compiled shared objects that "
+            "run when they load. `hf-graphtf translate` opens them only with `--trust-exported` (or "
+            "`HF_GRAPHTF_TRUST_EXPORTED=1`): pass it only if you trust whoever built them. Without it, "
+            "translation is eager and the same; `hf-graphtf export --model DIR` builds your own.",
+            "",
+            *lines,
+            _EXPORTED_MARKS[1],
+        ]
+    )
+    card = model / CARD_FILE
+    text = card.read_text(encoding="utf-8") if card.is_file() else ""
+    start, end = text.find(_EXPORTED_MARKS[0]), text.find(_EXPORTED_MARKS[1])
+    if start >= 0 and end > start:
+        text = text[:start] + section + text[end + len(_EXPORTED_MARKS[1]) :]
+    else:
+        text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + section + "\n"
+    card.write_text(text, encoding="utf-8")
+    return card

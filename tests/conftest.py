@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The test models are tiny: one intra-op thread is fastest, and child processes inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Exported packages are built into the user's store (`package_store`): each test process has its own, so that
+# the suite neither writes into the home folder nor finds a build of the user's there.
+if "HF_GRAPHTF_CACHE" not in os.environ:
+    os.environ["HF_GRAPHTF_CACHE"] = tempfile.mkdtemp(prefix="hf_graphtf-test-store-")
+    atexit.register(shutil.rmtree, os.environ["HF_GRAPHTF_CACHE"], True)
+os.environ.pop("HF_GRAPHTF_TRUST_EXPORTED", None)  # a user's trust must not carry into the tests
 
 import torch  # noqa: E402
 from model_matrix import FAMILIES, VOCAB  # noqa: E402
@@ -90,6 +99,14 @@ def tiny_tokenizer():
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
     return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory, tiny_tokenizer, worker_id):
+    """The one real AOTInductor build of the exported-model tests (`exported_build.build_exported`)."""
+    from exported_build import build_exported
+
+    return build_exported(tmp_path_factory, tiny_tokenizer, worker_id)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -4,25 +4,37 @@ they fit.
 Two levels. The graphs of `export_graphs`, run as torch.export programs, decode every family and option
 (the default run: one involved case a family; ``-m slow``: the whole matrix) exactly as eager `generate`
 does in float32, greedy and beam search, with sentences that end early.
-Then one real build (AOTInductor, about a minute) of a tiny linked model: what `load_model`, `translate_texts`
-and the command line do with it, and with packages that do not fit (another torch, another CPU, changed
-weights, a damaged file), which must decode eagerly and say why, never translate wrongly.
+Then one real build (AOTInductor, about a minute) of a tiny linked model into this process's store: what
+`load_model`, `translate_texts` and the command line do with it; packages a folder carries, which run only where
+this user built them or trusts them (a package with swapped shared objects never runs); and packages that do not
+fit (another torch, another CPU, changed weights, a damaged file), which must decode eagerly and say why, never
+translate wrongly.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import platform
-import shutil
 import warnings
 import zipfile
 from pathlib import Path
 
 import pytest
 import torch
+from exported_build import (
+    TEXTS,
+    broken_when_built,
+    carrying,
+    edit_config,
+    edit_manifest,
+    empty_store,
+    ending_model,
+    fake_builds,
+    own_copy,
+    sources,
+    translate_with,
+)
 
-from hf_graphtf import cli
+from hf_graphtf import cli, package_store
 from hf_graphtf.export_graphs import GRAPH_NAMES, export_graphs
 from hf_graphtf.exported_decoding import ExportedDecoding, ExportedFallbackWarning
 from hf_graphtf.exported_models import (
@@ -33,7 +45,8 @@ from hf_graphtf.exported_models import (
     export_dir,
     export_model,
     exportable_formats,
-    torch_export_problem,
+    model_digest,
+    store_dir,
 )
 from hf_graphtf.folder_lock import FolderInUseError, hold_folder
 from hf_graphtf.inference import load_model, translate_texts
@@ -59,34 +72,6 @@ def _cases(fast: bool) -> list[tuple[str, str]]:
     ]
 
 
-def _ending_model(family: str, name: str, *, must_end_early: bool = True):
-    """A tiny float32 model whose end-of-sentence token wins after a few steps in some rows (its output row scaled
-    up, by the least of a few factors that does it for this model: too much and every row ends at once), so that
-    finished hypotheses and the padding after them are decoded too."""
-    model = matrix.tiny_model(family, matrix.OPTION_MATRIX[name], dtype=torch.float32)
-    input_ids, attention_mask = _sources()
-    row = model.get_output_embeddings().weight[matrix.EOS].detach().clone()
-    for factor in (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 9.0):
-        with torch.no_grad():
-            model.get_output_embeddings().weight[matrix.EOS] = row * factor
-            greedy = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12)
-        if (greedy[:, 1:-1] == matrix.EOS).any():
-            return model
-    if must_end_early:
-        raise AssertionError(f"{family} {name}: no factor made a sentence end early; the check would not see one")
-    return model  # a few option sets of the whole matrix: every row ends at once, or none does
-
-
-def _sources() -> tuple[torch.Tensor, torch.Tensor]:
-    """Four sources of different lengths, right-padded."""
-    rows = [[5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15], [16, 17, 18, 19, 20], [21, 22]]
-    length = max(map(len, rows)) + 1
-    ids = torch.full((len(rows), length), matrix.PAD)
-    for index, row in enumerate(rows):
-        ids[index, : len(row) + 1] = torch.tensor([*row, matrix.EOS])
-    return ids, (ids != matrix.PAD).long()
-
-
 def _traced_decoding(model) -> ExportedDecoding:
     """``model``'s graphs as torch.export programs run as they are (no compiler), in an `ExportedDecoding`."""
     programs = export_graphs(model)
@@ -94,9 +79,9 @@ def _traced_decoding(model) -> ExportedDecoding:
 
 
 def _check_programs_decode_as_generate(family: str, name: str, must_end_early: bool = True) -> None:
-    model = _ending_model(family, name, must_end_early=must_end_early)
+    model = ending_model(family, name, must_end_early=must_end_early)
     decoding = _traced_decoding(model)
-    input_ids, attention_mask = _sources()
+    input_ids, attention_mask = sources()
     ended_early = False
     for search, options in SEARCHES.items():
         kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, **options)
@@ -122,9 +107,9 @@ def test_exported_graphs_decode_as_generate_whole_matrix(family, name):
 def test_beam_search_returns_the_eager_cache_though_the_steps_reorder_it():
     """The graphs' step does beam search's cache reorder (deferred to it); the cache `generate` returns is
     still reordered as eagerly, and ``_reorder_cache`` is the model's own again after the call."""
-    model = _ending_model("marian", "al-both-cum")
+    model = ending_model("marian", "al-both-cum")
     decoding = _traced_decoding(model)
-    input_ids, attention_mask = _sources()
+    input_ids, attention_mask = sources()
     kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6, num_beams=3)
     kwargs |= dict(return_dict_in_generate=True)
     with torch.inference_mode():
@@ -168,7 +153,7 @@ def test_rows_generate_stops_reading_are_left_out_of_the_later_steps(call):
     options, drops = SEARCH_CALLS[call]
     if "logits_processor" in options:
         options = {**options, "logits_processor": LogitsProcessorList([options["logits_processor"]])}
-    model = _ending_model("marian", "al-both-cum")
+    model = ending_model("marian", "al-both-cum")
     decoding = _traced_decoding(model)
     step, rows_decoded = decoding.graphs["decoder_step"], []
 
@@ -177,7 +162,7 @@ def test_rows_generate_stops_reading_are_left_out_of_the_later_steps(call):
         return step(token, *rest)
 
     decoding.graphs["decoder_step"] = counted_step
-    input_ids, attention_mask = _sources()
+    input_ids, attention_mask = sources()
     kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, **options)
     with torch.inference_mode():
         eager = model.generate(**kwargs)
@@ -221,9 +206,9 @@ def test_no_graph_looks_up_the_embedding_table(family, name):
 
 
 def test_options_the_graphs_do_not_give_decode_eagerly_and_say_so():
-    model = _ending_model("marian", "al-both-cum")
+    model = ending_model("marian", "al-both-cum")
     decoding = _traced_decoding(model)
-    input_ids, attention_mask = _sources()
+    input_ids, attention_mask = sources()
     kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6)
     with pytest.warns(ExportedFallbackWarning, match="output_attentions"):
         out = decoding.generate(model, **kwargs, output_attentions=True, return_dict_in_generate=True)
@@ -236,125 +221,69 @@ def test_options_the_graphs_do_not_give_decode_eagerly_and_say_so():
 # --------------------------------------------------------------------------- one real build
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory, tiny_tokenizer):
-    """A tiny linked model (cumulative link in encoder and decoder) saved with a tokenizer and built in fp32."""
-    if torch_export_problem():
-        pytest.skip(torch_export_problem())
-    folder = tmp_path_factory.mktemp("exported") / "model"
-    model = _ending_model("marian", "al-both-cum")
-    model.save_pretrained(folder)
-    tiny_tokenizer.save_pretrained(folder)
-    lines: list[str] = []
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # built as under OMP_NUM_THREADS=1: the package must still run on more
-    try:
-        export_model(folder, "fp32", progress=lines.append, command="hf-graphtf export --model DIR")
-    finally:
-        torch.set_num_threads(threads)
-    return folder, lines
-
-
-TEXTS = ["w5 w6 w7 w8 w9", "", "w13 w14", "w16 w17 w18 w19 w20 w21 w22 w23", "w21"]
-
-
-def _translations(folder, engine: str, **options) -> tuple[list[str], object]:
-    tokenizer, model = load_model(str(folder), "cpu", "fp32", engine=engine)
-    options = {"num_beams": 3, "max_new_tokens": 10, **options}
-    return translate_texts(tokenizer, model, TEXTS, progress=False, batch_size=2, **options), model
-
-
 def test_an_exported_model_translates_as_the_eager_one_and_says_so(exported):
-    folder, lines = exported
+    folder, lines = exported.folder, exported.lines
     summary = "graph_marian (al_both_cumulative: attention_link=both, attention_link_mode=cumulative)"
     assert lines[0] == f"exporting {summary} in fp32: tracing {len(GRAPH_NAMES)} graphs"
     graphs = len(GRAPH_NAMES)
     assert any(f"({graphs}/{graphs})" in line for line in lines) and lines[-1].startswith("exported to")
-    manifest = ExportManifest.read(export_dir(folder, "fp32"))
+    manifest = ExportManifest.read(exported.packages)
     assert manifest.torch == torch.__version__ and manifest.dtype == "fp32" and manifest.build_seconds > 0
     assert manifest.build_command == "hf-graphtf export --model DIR" and set(manifest.packages) == set(GRAPH_NAMES)
     for search in ({"num_beams": 3}, {"num_beams": 1}):
-        eager, eager_model = _translations(folder, "eager", **search)
-        auto, auto_model = _translations(folder, "auto", **search)
+        eager, eager_model = translate_with(folder, "eager", **search)
+        auto, auto_model = translate_with(folder, "auto", **search)
         assert auto == eager and eager[1] == ""
         assert auto_model.exported_decoding is not None and eager_model.exported_decoding is None
-    assert "decoding with the exported fp32 package" in auto_model.translation_mode.reason
+    assert "decoding with the exported fp32 package you built" in auto_model.translation_mode.reason
     assert "exported" not in eager_model.translation_mode.reason
+
+
+def test_an_export_writes_nothing_into_the_model_folder_and_builds_into_the_users_store(exported):
+    """The model folder stays data: the packages are in this user's store, under the model's digest, the format,
+    torch and the CPU, so nothing native leaves with the folder (copied, saved again or pushed)."""
+    assert not (exported.folder / "exported").exists()
+    assert exported.packages == store_dir(exported.folder, "fp32")
+    assert exported.packages.is_relative_to(package_store.store_root())
+    assert exported.packages.parent.name == model_digest(exported.folder)[:32]
+    assert exported.packages.name.startswith(f"fp32-torch{torch.__version__}-")
 
 
 def test_the_packages_hold_no_weights(exported):
     """The weights are the model's own, handed to each graph when it loads: stored once, not in every package."""
-    folder, _ = exported
     for graph in GRAPH_NAMES:
-        with zipfile.ZipFile(export_dir(folder, "fp32") / f"{graph}.pt2") as package:
+        with zipfile.ZipFile(exported.packages / f"{graph}.pt2") as package:
             names = package.namelist()
         assert not [name for name in names if "constant" in name or "weights" in name], names
 
 
 def test_an_export_leaves_no_lock_file(exported):
-    """The export's lock file names the host that built it: gone once the export ends, so a model folder
-    uploaded whole does not carry it."""
-    folder, _ = exported
-    assert not [path.name for path in (folder / "exported").iterdir() if path.suffix == ".lock"]
+    """The export's lock file names the host that built it: gone once the export ends."""
+    assert not [path.name for path in exported.packages.parent.iterdir() if path.suffix == ".lock"]
 
 
 def test_the_packages_run_on_the_threads_torch_is_set_to(exported):
     """Their kernels are parallel with the thread count read at run time, not the build process's written in
     (the fixture builds on one thread: built as it was, a package would stay serial under ``--threads 2``)."""
-    folder, _ = exported
     for graph in GRAPH_NAMES:
-        with zipfile.ZipFile(export_dir(folder, "fp32") / f"{graph}.pt2") as package:
+        with zipfile.ZipFile(exported.packages / f"{graph}.pt2") as package:
             code = "".join(package.read(name).decode() for name in package.namelist() if name.endswith(".cpp"))
         assert "#pragma omp parallel" in code and "num_threads(" not in code, graph
-
-
-def _copy(folder, tmp_path):
-    copy = tmp_path / "model"
-    shutil.copytree(folder, copy)
-    return copy
-
-
-def _edit_config(folder, **changes):
-    path = folder / "config.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}), encoding="utf-8")
-
-
-def _edit_manifest(folder, **changes):
-    path = export_dir(folder, "fp32") / MANIFEST
-    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}), encoding="utf-8")
-
-
-def _write_without_metadata(package, into) -> None:
-    """``package`` with its metadata files emptied, as one build left it while another build of the same
-    model rewrote them in Inductor's shared cache (a ``kernel_metadata.json`` of 0 bytes): it does not load."""
-    spoiled = into.with_name(into.name + ".spoiled")
-    with zipfile.ZipFile(package) as source, zipfile.ZipFile(spoiled, "w") as target:
-        for info in source.infolist():
-            target.writestr(info, b"" if info.filename.endswith("_metadata.json") else source.read(info))
-    spoiled.replace(into)
-
-
-def _broken_when_built(folder) -> None:
-    """The encoder's package as a racing build left it, with the digest of what was built in the manifest."""
-    path = export_dir(folder, "fp32") / "encoder.pt2"
-    _write_without_metadata(path, path)
-    packages = json.loads((export_dir(folder, "fp32") / MANIFEST).read_text())["packages"]
-    _edit_manifest(folder, packages={**packages, "encoder": hashlib.sha256(path.read_bytes()).hexdigest()})
 
 
 @pytest.mark.parametrize(
     "spoil,said",
     [
-        (lambda folder: _edit_manifest(folder, torch="2.0.0"), "built for torch 2.0.0"),
-        (lambda folder: _edit_manifest(folder, cpu_instruction_set="AVX2"), "built for a CPU with AVX2"),
+        (lambda folder: edit_manifest(folder, torch="2.0.0"), "built for torch 2.0.0"),
+        (lambda folder: edit_manifest(folder, cpu_instruction_set="AVX2"), "built for a CPU with AVX2"),
         (lambda folder: (export_dir(folder, "fp32") / "decoder_step.pt2").write_bytes(b"cut short"), "is damaged"),
         (lambda folder: (export_dir(folder, "fp32") / "encoder.pt2").unlink(), "encoder.pt2 is missing"),
         (lambda folder: (export_dir(folder, "fp32") / MANIFEST).write_text("{", encoding="utf-8"), "is damaged"),
-        (lambda folder: _edit_config(folder, attention_link_mode="previous"), "weights or configuration changed"),
-        (lambda folder: _edit_manifest(folder, packages={"first_step": "", "later_step": ""}), "an earlier hf_graphtf"),
-        (lambda folder: _edit_manifest(folder, graph_layout=2), "an earlier hf_graphtf (layout 2)"),
-        (lambda folder: _edit_manifest(folder, weights="package"), "int8 quantized activations per batch"),
-        (_broken_when_built, "encoder.pt2 does not load"),
+        (lambda folder: edit_config(folder, attention_link_mode="previous"), "weights or configuration changed"),
+        (lambda folder: edit_manifest(folder, packages={"first_step": "", "later_step": ""}), "an earlier hf_graphtf"),
+        (lambda folder: edit_manifest(folder, graph_layout=2), "an earlier hf_graphtf (layout 2)"),
+        (lambda folder: edit_manifest(folder, weights="package"), "int8 quantized activations per batch"),
+        (broken_when_built, "encoder.pt2 does not load"),
     ],
     ids=[
         "torch",
@@ -369,18 +298,18 @@ def _broken_when_built(folder) -> None:
         "broken when built",
     ],
 )
-def test_a_package_that_does_not_fit_decodes_eagerly_and_says_why(exported, tmp_path, spoil, said):
-    folder = _copy(exported[0], tmp_path)
+def test_a_trusted_package_that_does_not_fit_decodes_eagerly_and_says_why(exported, tmp_path, monkeypatch, spoil, said):
+    folder = carrying(exported, tmp_path, monkeypatch)
     spoil(folder)
-    translations, model = _translations(folder, "auto")
+    translations, model = translate_with(folder, "auto", trust_exported=True)
     assert model.exported_decoding is None
     assert f"eager decoding, as the exported fp32 package in {export_dir(folder, 'fp32')} does not fit" in (
         model.translation_mode.reason
     )
     assert said in model.translation_mode.reason
-    assert translations == _translations(folder, "eager")[0]
+    assert translations == translate_with(folder, "eager")[0]
     with pytest.raises(ExportError, match="engine 'exported' asked for"):
-        load_model(str(folder), "cpu", "fp32", engine="exported")
+        load_model(str(folder), "cpu", "fp32", engine="exported", trust_exported=True)
 
 
 def test_the_cpu_check_names_the_instruction_set_inductor_compiles_for():
@@ -402,18 +331,18 @@ def test_loading_a_package_test_compiles_nothing(exported, monkeypatch):
 
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
     monkeypatch.setattr(cpu_vec_isa, "pick_vec_isa", test_compiles)
-    _, model = load_model(str(exported[0]), "cpu", "fp32", engine="exported")
+    _, model = load_model(str(exported.folder), "cpu", "fp32", engine="exported")
     assert model.exported_decoding is not None
 
 
 def test_the_command_line_exports_and_translates_with_the_package(exported, tmp_path, capsys):
-    folder, _ = exported
+    folder = exported.folder
     (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     argv = ["translate", "--model", str(folder), "--input", str(tmp_path / "in.txt"), "--quiet"]
     argv += ["--beam-size", "3", "--max-new-tokens", "10"]
     fp32 = [*argv, "--dtype", "fp32"]
     assert cli.main([*fp32, "--engine", "exported", "--output", str(tmp_path / "exported.txt")]) == 0
-    assert "decoding with the exported fp32 package" in capsys.readouterr().err
+    assert "decoding with the exported fp32 package you built" in capsys.readouterr().err
     assert cli.main([*fp32, "--engine", "eager", "--output", str(tmp_path / "eager.txt")]) == 0
     assert (tmp_path / "exported.txt").read_text() == (tmp_path / "eager.txt").read_text()
     # bf16 has no package here: auto decodes eagerly and says that the packages there are not for it
@@ -426,83 +355,67 @@ def test_the_command_line_exports_and_translates_with_the_package(exported, tmp_
     evaluate += ["--references", str(tmp_path / "eager.txt"), "--max-new-tokens", "10", "--beam-size", "3"]
     assert cli.main(evaluate) == 0
     out = capsys.readouterr()
-    assert "decoding with the exported fp32 package" in out.err and "BLEU 100.0" in out.out
-
-
-def _fake_builds(monkeypatch, source, *, broken: str | None = None) -> list[str]:
-    """AOTInductor's build replaced by a copy of the package ``source`` holds for each graph (``broken``: that
-    graph's with its metadata emptied); returns the Inductor cache folder each build ran in."""
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-    caches: list[str] = []
-
-    def build(program, package_path, inductor_configs):
-        caches.append(cache_dir())
-        built = export_dir(source, "fp32") / Path(package_path).name
-        if Path(package_path).stem == broken:
-            _write_without_metadata(built, Path(package_path))
-        else:
-            shutil.copy(built, package_path)
-        return package_path
-
-    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", build)
-    return caches
+    assert "decoding with the exported fp32 package you built" in out.err and "BLEU 100.0" in out.out
 
 
 def test_an_export_builds_in_a_cache_of_its_own_and_deletes_it(exported, tmp_path, monkeypatch):
     """Inductor's shared cache let two builds of one model at once break a package (`_own_inductor_cache`)."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-    folder = _copy(exported[0], tmp_path)
-    shutil.rmtree(folder / "exported")
-    caches = _fake_builds(monkeypatch, exported[0])
-    export_model(folder, "fp32", progress=lambda line: None)
+    empty_store(tmp_path, monkeypatch)
+    caches = fake_builds(monkeypatch, exported.packages)
+    export_model(exported.folder, "fp32", progress=lambda line: None)
     assert len(caches) == len(GRAPH_NAMES) and len(set(caches)) == 1
     assert not caches[0].startswith(default_cache_dir()) and not Path(caches[0]).exists()
-    _, model = load_model(str(folder), "cpu", "fp32", engine="exported")
+    _, model = load_model(str(exported.folder), "cpu", "fp32", engine="exported")
     assert model.exported_decoding is not None
 
 
-def test_an_export_whose_package_does_not_load_keeps_nothing_and_says_so(exported, tmp_path, monkeypatch):
-    """Each package is loaded once as it is built: one that would not load is not written, and the packages
-    built before stay as they were."""
-    folder = _copy(exported[0], tmp_path)
-    manifest = (export_dir(folder, "fp32") / MANIFEST).read_bytes()
-    caches = _fake_builds(monkeypatch, exported[0], broken="decoder_step")
+def test_a_second_export_replaces_the_first_and_a_broken_one_keeps_it(exported, tmp_path, monkeypatch):
+    """Each package is loaded once as it is built: one that would not load is not kept, and the packages built
+    before stay as they were and are still used; a good second export replaces them."""
+    packages = own_copy(exported, tmp_path, monkeypatch)
+    manifest = (packages / MANIFEST).read_bytes()
+    caches = fake_builds(monkeypatch, exported.packages, broken="decoder_step")
     with pytest.raises(ExportError, match=r"nothing was kept, as .* decoder_step\.pt2 does not load"):
-        export_model(folder, "fp32", progress=lambda line: None)
-    assert (export_dir(folder, "fp32") / MANIFEST).read_bytes() == manifest
-    assert not (folder / "exported" / ".building-fp32").exists()
+        export_model(exported.folder, "fp32", progress=lambda line: None)
+    assert (packages / MANIFEST).read_bytes() == manifest
+    assert not (packages.parent / f".building-{packages.name}").exists()
     assert not Path(caches[0]).exists()
-    _, model = load_model(str(folder), "cpu", "fp32", engine="exported")
-    assert model.exported_decoding is not None
+    assert load_model(str(exported.folder), "cpu", "fp32", engine="exported")[1].exported_decoding is not None
+    fake_builds(monkeypatch, exported.packages)
+    export_model(exported.folder, "fp32", progress=lambda line: None, command="second")
+    assert ExportManifest.read(packages).build_command == "second"
+    assert load_model(str(exported.folder), "cpu", "fp32", engine="exported")[1].exported_decoding is not None
 
 
-def test_a_second_export_of_a_model_in_a_format_is_refused_while_one_runs(exported, tmp_path, capsys):
+def test_a_second_export_of_a_model_in_a_format_is_refused_while_one_runs(exported, tmp_path, monkeypatch, capsys):
     """A second export would delete the first's building folder: it is refused before it loads anything, in one
-    line naming the process that holds the folder, and the packages there stay."""
-    folder = _copy(exported[0], tmp_path)
-    manifest = (export_dir(folder, "fp32") / MANIFEST).read_bytes()
-    with hold_folder(folder / "exported", ".export-fp32.lock", lambda holder: holder):  # a live export
-        with pytest.raises(FolderInUseError, match=f"{folder} is being exported in fp32 by another process \\(pid "):
+    line naming the process that holds the folder, and the packages there stay and are used."""
+    packages = own_copy(exported, tmp_path, monkeypatch)
+    manifest = (packages / MANIFEST).read_bytes()
+    folder = exported.folder
+    with hold_folder(packages.parent, f".export-{packages.name}.lock", lambda holder: holder):  # a live export
+        with pytest.raises(FolderInUseError, match=f"{folder} is being exported in fp32 to .* by another process"):
             export_model(folder, "fp32")
         assert cli.main(["export", "--model", str(folder), "--dtype", "fp32"]) == 2
         errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1 and "is being exported in fp32 by another process" in errors[0]
-    assert (export_dir(folder, "fp32") / MANIFEST).read_bytes() == manifest
+        assert len(errors) == 1 and "is being exported in fp32" in errors[0]
+        assert load_model(str(folder), "cpu", "fp32", engine="exported")[1].exported_decoding is not None
+    assert (packages / MANIFEST).read_bytes() == manifest
 
 
 def test_export_refuses_what_it_cannot_build_before_building(tmp_path, monkeypatch, capsys, exported):
     assert "fp16" not in exportable_formats()
     with pytest.raises(SystemExit):
-        cli.main(["export", "--model", str(exported[0]), "--dtype", "fp16"])
+        cli.main(["export", "--model", str(exported.folder), "--dtype", "fp16"])
     assert "dtype must be one of fp32, bf16, int8" in capsys.readouterr().err
     with pytest.raises(ExportError, match="saved model folder"):
         export_model(tmp_path / "missing", "fp32")
     monkeypatch.setenv("PATH", str(tmp_path))  # no compiler anywhere
     monkeypatch.delenv("CXX", raising=False)
     with pytest.raises(ExportError, match="needs a C\\+\\+ compiler"):
-        export_model(exported[0], "fp32")
+        export_model(exported.folder, "fp32")
 
 
 def test_no_package_means_no_line_and_eager_decoding(tmp_path, tiny_tokenizer):
@@ -520,10 +433,10 @@ def test_an_int8_export_takes_its_weights_from_the_model_and_translates_a_line_a
     """int8 exports the model as translate loads it in int8 (`int8_linear`'s layers): the package holds no
     weights, its products are int8 ones, and it translates every line, each the same alone as in the batch
     (activations scaled per row; its cost in BLEU is measured on a trained model)."""
-    folder = _copy(exported[0], tmp_path)
-    export_model(folder, "int8", progress=lambda line: None)
-    assert ExportManifest.read(export_dir(folder, "int8")).weights == "model"
-    for package in export_dir(folder, "int8").glob("*.pt2"):  # its products run as int8 GEMMs, not in float
+    folder = exported.folder
+    packages = export_model(folder, "int8", progress=lambda line: None)
+    assert ExportManifest.read(packages).weights == "model"
+    for package in packages.glob("*.pt2"):  # its products run as int8 GEMMs, not in float
         with zipfile.ZipFile(package) as archive:
             code = "".join(archive.read(name).decode() for name in archive.namelist() if name.endswith(".cpp"))
         assert "_int_mm" in code, package.name
@@ -547,7 +460,7 @@ def test_the_int8_graphs_hold_the_int8_layers_and_compute_what_they_compute(expo
         assert any("_int_mm" in target for target in targets), name
         assert not any(target.endswith(("linear.default", "addmm.default")) for target in targets), name
     decoding = ExportedDecoding({name: programs[name].module() for name in GRAPH_NAMES})
-    input_ids, attention_mask = _sources()
+    input_ids, attention_mask = sources()
     for search, options in SEARCHES.items():
         kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=8, **options)
         with torch.inference_mode():
@@ -561,4 +474,7 @@ def test_the_export_command_builds_the_format_asked_and_records_the_command(monk
     monkeypatch.setattr(exported_models, "export_model", lambda *args, **kwargs: calls.append((args, kwargs)))
     monkeypatch.setattr(model_files, "check_model_source", lambda name: None)  # no model: the call is what is tested
     assert cli.main(["export", "--model", str(tmp_path), "--dtype", "bfloat16"]) == 0
-    assert calls == [((str(tmp_path), "bf16"), {"command": f"hf-graphtf export --model {tmp_path} --dtype bf16"})]
+    command = f"hf-graphtf export --model {tmp_path} --dtype bf16"
+    assert calls == [((str(tmp_path), "bf16"), {"output": None, "command": command})]
+    assert cli.main(["export", "--model", str(tmp_path), "--dtype", "fp32", "--output", "carry"]) == 0
+    assert calls[1] == ((str(tmp_path), "fp32"), {"output": "carry", "command": f"{command[:-4]}fp32 --output carry"})

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..exported_models import EXPORT_DIR
 from ..model_card import HUB_ID_PLACEHOLDER
 from .arguments import TranslationTrainingArguments
 from .checkpoints import STAGING_DIR
 from .resume import RUN_ATTENTION_FILE
 from .run_lock import LOCK_FILE
 
-#: left out of the Hub upload: checkpoints, private files, the pickled training arguments and the run's
-#: own bookkeeping (its lock, the attention kernel its later sittings keep), which mean nothing to a user
+#: left out of the Hub upload: checkpoints, private files, the pickled training arguments, the run's own
+#: bookkeeping (its lock, the attention kernel its later sittings keep), which mean nothing to a user, and
+#: exported packages (native code, built for one torch and CPU: `package_store`), which never leave by accident
 HUB_IGNORE_PATTERNS = [
     "_*",
     "checkpoint-*",
@@ -20,6 +22,8 @@ HUB_IGNORE_PATTERNS = [
     "training_args.bin",
     LOCK_FILE,
     RUN_ATTENTION_FILE,
+    f"{EXPORT_DIR}/*",
+    "*.pt2",
 ]
 
 

@@ -60,7 +60,7 @@ from common import (
 )
 from measure import CLOCK_TEXT, interleaved
 
-from hf_graphtf.exported_models import export_dir, export_model
+from hf_graphtf.exported_models import export_model, store_dir
 from hf_graphtf.inference import load_model
 from hf_graphtf.translation_modes import TRANSLATION_DTYPES
 
@@ -393,7 +393,7 @@ def measure(args: argparse.Namespace, work: Path) -> None:
         began = time.perf_counter()
         _, model = load_model(str(folders["linked"]), args.device, mode, engine="exported")
         loaded = time.perf_counter() - began
-        packages = export_dir(folders["linked"], mode)
+        packages = store_dir(folders["linked"], mode)
         stored = folder_megabytes(packages, "*.pt2")
         sizes.append(
             [
