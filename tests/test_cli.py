@@ -164,7 +164,9 @@ def test_threads_dtype_and_attention_flags(trained, tmp_path, monkeypatch):
     real_load = cli.load_model
 
     def spy(name, device=None, dtype="fp32", attn_implementation=None, compile="off", engine="auto", **options):
-        tokenizer, model = real_load(name, device, dtype, attn_implementation, compile=compile, engine=engine, **options)
+        tokenizer, model = real_load(
+            name, device, dtype, attn_implementation, compile=compile, engine=engine, **options
+        )
         seen.update(threads=torch.get_num_threads(), dtype=model.dtype, attn=model.config._attn_implementation)
         seen["compiled"] = model.translation_mode.compiled
         return tokenizer, model

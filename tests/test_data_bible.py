@@ -196,7 +196,7 @@ def bible(tmp_path_factory) -> tuple[Path, dict, dict[str, list[dict]]]:
         pytest.skip(_MISSING)
     directory = tmp_path_factory.mktemp("bible-es-en")
     meta = build_bible_corpus(directory, progress=False)
-    splits = {name: _read_split(directory, name) for name in ("train", "train_10k", "valid", "test")}
+    splits = {name: _read_split(directory, name) for name in ("train", "train_10k", "train_5k", "valid", "test")}
     return directory, meta, splits
 
 
@@ -300,6 +300,26 @@ def test_no_chapter_in_two_splits_and_no_train_sources_in_evaluation(bible):
 
 
 @needs_sword
+def test_the_5k_split_is_drawn_from_10k_as_10k_is_from_train_and_the_others_are_unchanged(bible):
+    """train_5k: 5,000 pairs of train_10k ranked by sha1('train_5k:' + id), so 5K lies within 10K; meta.json
+    counts and hashes it. Adding it left every earlier split byte for byte as the converged grid's runs
+    recorded them (their rows' corpus_sha256), so those rows re-score on the same data."""
+    directory, meta, splits = bible
+    assert splits["train_5k"] == stable_subset(splits["train_10k"], 5_000, salt="train_5k")
+    assert splits["train_10k"] == stable_subset(splits["train"], 10_000, salt="train_10k")
+    assert len(splits["train_5k"]) == 5_000 and meta["splits"]["train_5k"]["pairs"] == 5_000
+    assert {r["id"] for r in splits["train_5k"]} < {r["id"] for r in splits["train_10k"]}
+    digest = hashlib.sha256((directory / "train_5k.jsonl").read_bytes()).hexdigest()
+    assert meta["files"]["train_5k.jsonl"]["sha256"] == digest
+    assert "train_5k ranks train_10k by sha1('train_5k:' + id)" in meta["split_rule"]
+    results = Path(__file__).parents[1] / "recipes/experiments/results_bible_cpu_converged.jsonl"
+    recorded = json.loads(results.read_text(encoding="utf-8").splitlines()[0])["provenance"]["corpus_sha256"]
+    assert set(recorded) == {"train.jsonl", "train_10k.jsonl", "valid.jsonl", "test.jsonl"}
+    for name, sha256 in recorded.items():
+        assert meta["files"][name]["sha256"] == sha256, name
+
+
+@needs_sword
 def test_existing_build_is_reused(bible):
     directory, meta, _ = bible
     before = {path.name: path.stat().st_mtime_ns for path in directory.iterdir()}
@@ -318,7 +338,14 @@ def test_build_is_byte_identical_across_runs(tmp_path):
             {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted((tmp_path / run).iterdir())}
         )
     assert digests[0] == digests[1]
-    assert set(digests[0]) == {"train.jsonl", "train_10k.jsonl", "valid.jsonl", "test.jsonl", "meta.json"}
+    assert set(digests[0]) == {
+        "train.jsonl",
+        "train_10k.jsonl",
+        "train_5k.jsonl",
+        "valid.jsonl",
+        "test.jsonl",
+        "meta.json",
+    }
 
 
 @needs_sword

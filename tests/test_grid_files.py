@@ -60,6 +60,28 @@ def test_a_variant_can_train_fewer_seeds_than_the_grid(tmp_path, experiments):
         experiments["grid"].Grid.load(path)
 
 
+def test_a_size_can_train_fewer_variants_and_seeds(tmp_path, experiments):
+    """A size's own ``variants`` and ``seeds`` narrow what it trains (a smaller condition asks one question of
+    fewer runs); the other keys of the size are still its overrides, and a name outside the grid is refused."""
+    path = write_grid(tmp_path, seeds=(1, 2, 3))
+    spec = yaml.safe_load(path.read_text())
+    spec["sizes"]["tiny"] = {"max_steps": 3, "variants": ["vanilla"], "seeds": [1, 2]}
+    path.write_text(yaml.safe_dump(spec))
+    grid = experiments["grid"].Grid.load(path)
+    tiny = [run for run in grid.runs() if run.size == "tiny"]
+    assert [run.name for run in tiny] == ["vanilla-tiny-seed1", "vanilla-tiny-seed2"]
+    assert grid.sizes["tiny"] == {"max_steps": 3} and tiny[0].overrides["max_steps"] == 3
+    assert "graph_gate-small-seed3" in [run.name for run in grid.runs()]  # the other size trains all
+    for key, value, said in [
+        ("variants", ["vanilla", "nope"], "size 'tiny' variants names"),
+        ("seeds", [1, 4], "size 'tiny' seeds must be a list of the grid's seeds"),
+    ]:
+        spec["sizes"]["tiny"] = {key: value}
+        path.write_text(yaml.safe_dump(spec))
+        with pytest.raises(ValueError, match=said):
+            experiments["grid"].Grid.load(path)
+
+
 @pytest.mark.parametrize("name", ["grid_bible_cpu.yaml", "grid_bible_cpu_v2.yaml", "grid_bible_gpu.yaml"])
 def test_the_committed_grids_read_and_name_committed_recipes(experiments, name):
     grid = experiments["grid"].Grid.load(EXPERIMENTS / name)

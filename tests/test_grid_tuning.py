@@ -54,7 +54,12 @@ def test_the_converged_grid_keeps_the_early_budget_grids_training_and_its_protoc
     v2 = grid_module.Grid.load(EXPERIMENTS / "grid_bible_cpu_v2.yaml")
     same = ("encoder_layers", "decoder_layers", "vocab_size", "max_tokens_per_batch", "warmup_steps")
     assert {key: converged.common[key] for key in same} == {key: v2.common[key] for key in same}
-    assert converged.sizes == {"10k": {"train_split": "train_10k"}}
+    assert converged.sizes == {"10k": {"train_split": "train_10k"}, "5k": {"train_split": "train_5k"}}
+    # 5K: vanilla (tuned at 5K by the same rule) and the paper's link only, seeds 1-3
+    five = [run for run in converged.runs() if run.size == "5k"]
+    assert {run.variant for run in five} == {"vanilla", "al_both"} and {run.seed for run in five} == {1, 2, 3}
+    assert converged.tuning_values("5k")[:3] == [0.1, 0.2, 0.3]
+    assert all(run.overrides["train_split"] == "train_5k" for run in five)
     common = converged.common
     assert (common["eval_steps"], common["save_steps"], common["early_stopping_patience"]) == (250, 250, 8)
     assert common["max_steps"] >= 40 * 250 and common["test_num_beams"] == 5 and common["precision"] == "auto"

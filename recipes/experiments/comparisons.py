@@ -20,6 +20,16 @@ if TYPE_CHECKING:
 BOOTSTRAP_SAMPLES = 1000
 
 
+def training_splits() -> dict[str, tuple[str, float]]:
+    """The training splits the grids train on, smallest first: how the pages name each, and its pairs (the
+    Bible corpora's subsets, `hf_graphtf.data.bible.SUBSETS`; the whole train split last, as infinity)."""
+    from hf_graphtf.data.bible import SUBSETS
+
+    subsets = sorted(SUBSETS, key=lambda subset: subset.size)
+    named = {subset.name: (f"{subset.size // 1000}K pairs", float(subset.size)) for subset in subsets}
+    return {**named, "train": ("full train set", math.inf)}
+
+
 def t_quantile(probability: float, df: int) -> float:
     """The ``probability`` quantile of Student's t with ``df`` degrees of freedom (SciPy's)."""
     from scipy.stats import t
@@ -292,8 +302,8 @@ def budget_label(grid: Grid, size: str, with_pair: bool = False) -> str:
     plateau``; led by the grid's language pair (``ny-en 10K pairs, to a plateau``) in a table that spans
     more than one."""
     values = {**grid.common, **grid.sizes[size]}
-    data = {"train_10k": "10K pairs", "train": "full train set"}.get(values.get("train_split", "train"))
-    data = data or values.get("train_split", "train")
+    split = values.get("train_split", "train")
+    data = training_splits().get(split, (split,))[0]
     data = f"{grid.pair} {data}" if with_pair else data
     if trains_to_plateau(grid, size):
         return f"{data}, to a plateau"
@@ -339,9 +349,10 @@ def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                 deltas[variant][label] = delta_cell(runs, paired, p_value, cut_off_label(grid, [*paired, *runs]))
                 params.setdefault(variant, runs[0].parameters / base[0].parameters - 1)
                 speeds[variant] += speed_ratios(rows_by, variant, [size], lambda row, g=grid: training_speed(g, row))
-    # by language pair (as the grids come), then by training split (10K before the full set), then by
-    # training length, a plateau last
-    columns.sort(key=lambda column: (column[1], column[2] != "train_10k", column[2], column[3]))
+    # by language pair (as the grids come), then by training split (smallest first: 5K, 10K, the full set),
+    # then by training length, a plateau last
+    pairs_in = {split: pairs for split, (_, pairs) in training_splits().items()}
+    columns.sort(key=lambda column: (column[1], pairs_in.get(column[2], math.inf), column[2], column[3]))
     labels = [column[0] for column in columns]
     header = ["variant", *[f"Δ BLEU, {label}" for label in labels], "extra parameters", "training speed (pairs)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -423,6 +434,32 @@ def seed_verdict(deltas: list[float]) -> str:
     return text + ")"
 
 
+def sizes_by_pairs(grid: Grid) -> list[str]:
+    """The grid's sizes, smallest training split first (`training_splits`), as the budgets table orders them."""
+    pairs_in = {split: pairs for split, (_, pairs) in training_splits().items()}
+
+    def pairs(size: str) -> float:
+        return pairs_in.get({**grid.common, **grid.sizes[size]}.get("train_split", "train"), math.inf)
+
+    return sorted(grid.sizes, key=pairs)
+
+
+def plateau_deltas(grid: Grid, variant: str) -> list[tuple[str, list[float]]]:
+    """The per-seed Δ of ``variant`` over vanilla at each size of ``grid`` trained to a plateau, on the seeds both
+    finished: (the size's training split, its Δ), smallest split first (the data-size figure's points)."""
+    rows_by = grid.rows_by_cell()
+    points = []
+    for size in sizes_by_pairs(grid) if variant != "vanilla" else ():
+        if not trains_to_plateau(grid, size):
+            continue
+        runs, paired = on_shared_seeds(rows_by.get((variant, size), []), rows_by.get(("vanilla", size), []))
+        if paired:
+            points.append(
+                ({**grid.common, **grid.sizes[size]}.get("train_split", "train"), paired_deltas(runs, paired))
+            )
+    return points
+
+
 def plateau_verdicts(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
     """One sentence under a budgets table: at each budget trained to a plateau (`trains_to_plateau`), each
     variant's `seed_verdict` against vanilla on the seeds both finished. Written from the rows, so the
@@ -431,7 +468,7 @@ def plateau_verdicts(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
     budgets = []
     for grid in grids:
         rows_by = grid.rows_by_cell()
-        for size in grid.sizes:
+        for size in sizes_by_pairs(grid):
             if not trains_to_plateau(grid, size) or ("vanilla", size) not in rows_by:
                 continue
             verdicts = []

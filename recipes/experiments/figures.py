@@ -4,6 +4,7 @@ attention entropy per layer (both from `hf_graphtf.analysis`)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,10 @@ from .rows import Row, RowsByCell
 from .speeds import runtime_and_training_seconds, same_machine, same_settings
 
 ANALYSIS_SENTENCES = 300  # test sentences, spread over the split, for the gate and entropy figures
+
+#: the Attention Link paper's gain of the link over its baseline (test BLEU) at each training size it reports
+#: (its Tables III-V: IWSLT14, a larger model than these grids'), drawn beside a grid's own as the paper's
+PAPER_LINK_GAINS = (("10K pairs", 1.0), ("30K pairs", 0.8), ("full IWSLT", 0.3))
 
 
 def _plt():
@@ -61,13 +66,60 @@ def plot_bleu_by_length(rows_by: RowsByCell, size: str, path: Path) -> Path | No
     return _save(plt, figure, path if drawn else None)
 
 
+def plot_delta_by_size(grid: Grid, variant: str, path: Path) -> Path | None:
+    """Δ test BLEU of ``variant`` over vanilla against training size, at the plateau: the mean over seeds with
+    its seed-level 95% interval (a point alone where one seed ran), and the paper's points beside them
+    (`PAPER_LINK_GAINS`), on one axis of sizes smallest first. None where no size trained to a plateau has a
+    compared seed."""
+    from .comparisons import plateau_deltas, seed_interval, training_splits
+
+    ours = [(training_splits().get(split, (split,))[0], deltas) for split, deltas in plateau_deltas(grid, variant)]
+    if not ours:
+        return _save(None, None, None)
+    labels = sorted({label for label, _ in ours} | {label for label, _ in PAPER_LINK_GAINS}, key=_size_rank)
+    plt = _plt()
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.axhline(0, color="grey", linewidth=0.8)
+    for label, deltas in ours:
+        interval = seed_interval(deltas)
+        mean, low, high = interval if interval else (deltas[0], deltas[0], deltas[0])
+        x = labels.index(label) - 0.08
+        axes.errorbar([x], [mean], yerr=[[mean - low], [high - mean]], fmt="o", color="C0", capsize=4)
+        axes.annotate(
+            f"{mean:+.2f} (n={len(deltas)})", (x, mean), textcoords="offset points", xytext=(8, -16), fontsize="small"
+        )
+    axes.plot([], [], "o", color="C0", label=f"{variant}, {grid.pair} (this grid; 95% CI over seeds)")
+    paper_x = [labels.index(label) + 0.08 for label, _ in PAPER_LINK_GAINS]
+    axes.plot(
+        paper_x,
+        [gain for _, gain in PAPER_LINK_GAINS],
+        "s--",
+        color="C1",
+        label="the paper's (IWSLT14, a larger model)",
+    )
+    axes.set_xticks(range(len(labels)), labels)
+    axes.set_xlim(-0.5, len(labels) - 0.5)
+    axes.set_xlabel("training pairs")
+    axes.set_ylabel("Δ test BLEU over vanilla, at the plateau")
+    axes.set_title("The link's gain against training size")
+    axes.legend(fontsize="small")
+    return _save(plt, figure, path)
+
+
+def _size_rank(label: str) -> tuple[float, str]:
+    """A sort key for size labels (``5K pairs``, ``full train set``): by thousands of pairs, a full set last."""
+    thousands = label.split("K pairs")[0]
+    return (float(thousands) if thousands.isdigit() else math.inf, label)
+
+
 def _save(plt, figure, path: Path | None) -> Path | None:
     """Write ``figure`` to ``path`` (None: nothing was drawn, nothing is written) and free it either way: a
     report draws a figure per size and grid, and pyplot keeps every open one."""
     if path is not None:
         figure.tight_layout()
         figure.savefig(path, dpi=120)
-    plt.close(figure)
+    if plt is not None:
+        plt.close(figure)
     return path
 
 

@@ -94,10 +94,12 @@ class Table:
 @dataclass(frozen=True)
 class Figures:
     """The variants a grid's analysis figures are drawn from: the gate figure from the first of ``gates``
-    that has run, the attention-entropy figure from each of ``entropy`` (first seed's model)."""
+    that has run, the attention-entropy figure from each of ``entropy`` (first seed's model), and a figure of
+    Δ against training size at the plateau for each of ``data_size`` (with the paper's points beside it)."""
 
     gates: tuple[str, ...] = ()
     entropy: tuple[str, ...] = ()
+    data_size: tuple[str, ...] = ()
 
 
 def _pair(common: dict[str, Any], first_recipe: Path) -> str:
@@ -289,14 +291,16 @@ def _tables(path: Path, spec: Any, variants: dict[str, Any]) -> list[Table]:
 
 
 def _figures(path: Path, spec: Any, variants: dict[str, Any]) -> Figures:
-    """A grid file's ``figures`` (``gates``, ``entropy``: variants of the grid), checked; none without it."""
+    """A grid file's ``figures`` (``gates``, ``entropy``, ``data_size``: variants of the grid), checked; none
+    without it."""
     spec = spec or {}
-    unknown = set(spec) - {"gates", "entropy"}
+    keys = ("gates", "entropy", "data_size")
+    unknown = set(spec) - set(keys)
     if unknown:
-        raise ValueError(f"{path}: figures takes gates and entropy; got {sorted(unknown)}")
+        raise ValueError(f"{path}: figures takes {', '.join(keys)}; got {sorted(unknown)}")
     for key, names in spec.items():
         _known(path, f"figures.{key}", names, variants)
-    return Figures(tuple(spec.get("gates") or ()), tuple(spec.get("entropy") or ()))
+    return Figures(*(tuple(spec.get(key) or ()) for key in keys))
 
 
 def _known(path: Path, where: str, names: Any, variants: dict[str, Any]) -> None:

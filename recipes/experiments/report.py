@@ -33,7 +33,13 @@ if not __package__:  # run as a script (`python recipes/experiments/report.py`):
 
 from . import archive
 from .comparisons import BOOTSTRAP_SAMPLES, compared_pairs, comparison_table, grid_budgets_table, test_references
-from .figures import analysis_figures, models_missing_for_analysis, plot_bleu_by_length, plot_learning_curves
+from .figures import (
+    analysis_figures,
+    models_missing_for_analysis,
+    plot_bleu_by_length,
+    plot_delta_by_size,
+    plot_learning_curves,
+)
 from .grid import REPO_ROOT, Grid, relative
 from .sections import budgets_section, progress_section, prose, runs_section, stopping_section, tuning_section
 
@@ -61,6 +67,10 @@ def write_report(grid: Grid, analysis: bool = True, out: Path | None = None, dat
         else:
             drawn_before = (figures / f"gates_{size}.png", figures / f"entropy_{size}.png")
             figure_paths += [path for path in drawn_before if path.is_file()]
+    for variant in grid.figures.data_size:  # the gain against training size, beside the paper's
+        figure_paths += [
+            path for path in [plot_delta_by_size(grid, variant, figures / f"delta_by_size_{variant}.png")] if path
+        ]
     overrides = ", ".join(f"`{key}: {_yaml(value)}`" for key, value in grid.common.items())
     budgets = "; ".join(
         f"{size}: " + ", ".join(f"`{k}: {_yaml(v)}`" for k, v in values.items()) for size, values in grid.sizes.items()
