@@ -67,7 +67,8 @@ def _load(args: argparse.Namespace, mode: TranslationMode | None = None) -> tupl
         engine=engine,
         trust_exported=getattr(args, "trust_exported", False),
     )
-    if mode is not None or loaded[1].translation_mode.engine_note:  # evaluate says only what its package did
+    said = loaded[1].translation_mode
+    if mode is not None or said.engine_note or said.cache_note:  # evaluate says only what its package did
         print(f"hf-graphtf: {loaded[1].translation_mode.reason}", file=sys.stderr, flush=True)
     use_language_codes(*loaded, getattr(args, "src_lang_code", None), getattr(args, "tgt_lang_code", None))
     return loaded

@@ -290,6 +290,7 @@ def load_model(
 
     from .exported_models import ENGINES, ExportError, find_exported
     from .model_files import check_model_source, named_source
+    from .translation_pipeline import decode_with_cache
 
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
@@ -304,6 +305,8 @@ def load_model(
             name, dtype=getattr(torch, mode.torch_dtype), attn_implementation=attn_implementation
         )
     model = model.to(device).eval()
+    if cache_note := decode_with_cache(model):
+        mode = replace(mode, reason=f"{mode.reason}; {cache_note}", cache_note=cache_note)
     if mode.format.prepare is not None:  # int8: its linear layers quantized
         model = mode.format.prepare(model)
     if compiled:

@@ -397,6 +397,27 @@ def enable_activation_checkpointing(model: nn.Module, checkpoint_kwargs: dict[st
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpoint_kwargs)
 
 
+@contextmanager
+def saved_with_use_cache(model: nn.Module, use_cache: bool | None) -> Iterator[None]:
+    """``model``'s config with ``use_cache`` as it was before training, for as long as the block saves it.
+
+    Follows `Trainer.__init__`'s "Finalize" step (5.x: ``self.model.config.use_cache = self.args.use_cache``,
+    whose default is False): left alone, every checkpoint and the final folder save ``"use_cache": false``,
+    and anything built from that config decodes without its cache, silently (the folder's own
+    generation_config says true, which hides it from `generate` on the folder itself). Training keeps the
+    Trainer's value; only what is written changes."""
+    config = getattr(model, "config", None)
+    if config is None or use_cache is None:
+        yield
+        return
+    during = config.use_cache
+    config.use_cache = use_cache
+    try:
+        yield
+    finally:
+        config.use_cache = during
+
+
 def pipeline_generate_kwargs(pipeline, generate_kwargs: dict[str, Any]) -> dict[str, Any]:
     """The `generate()` kwargs of one pipeline call: the call's, over those given at init, with the
     pipeline's default generation config under them. Follows `Pipeline._prepare_generate_kwargs` (since

@@ -70,7 +70,8 @@ class TranslationMode:
     ``reason`` is the one line the CLI prints; ``emulated`` marks a format the device only emulates;
     ``compiled`` marks compiled static-cache decoding (`compile_decoding`); ``engine_note`` is what the line
     says of an exported package (used, or there but not fitting: `exported_models.find_exported`), empty where
-    the model folder has none."""
+    the model folder has none; ``cache_note`` says where the folder's config turned the KV cache off and
+    decoding turned it back on (`translation_pipeline.decode_with_cache`)."""
 
     dtype: str
     requested: str
@@ -78,6 +79,7 @@ class TranslationMode:
     emulated: bool = False
     compiled: bool = False
     engine_note: str = ""
+    cache_note: str = ""
 
     @property
     def format(self) -> TranslationFormat:

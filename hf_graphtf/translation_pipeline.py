@@ -108,6 +108,28 @@ def reached_limit(generated: Any, eos_token_ids: set[int], limit: int) -> list[b
     ]
 
 
+class CacheTurnedOnWarning(UserWarning):
+    """A model whose config says ``use_cache: false`` decodes with its cache anyway (said once per model)."""
+
+
+def decode_with_cache(model: Any) -> str:
+    """Turn the KV cache back on for decoding where ``model``'s config turned it off, and say so ("" where it
+    was on). Folders saved by training runs before 2026-12 carry ``"use_cache": false`` (the Trainer's setting,
+    `transformers_seam.saved_with_use_cache`): decoding without the cache gives the same translations several
+    times slower, which a user who asked for nothing would never choose."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "use_cache", True) is not False:
+        return ""
+    config.use_cache = True
+    generation = getattr(model, "generation_config", None)
+    if generation is not None and getattr(generation, "use_cache", True) is False:
+        generation.use_cache = True
+    return (
+        "the model's config.json says use_cache: false (saved so by a training run); decoding with the cache, "
+        "which translates the same, faster (save the model again, or set use_cache true there, to keep it)"
+    )
+
+
 class TranslationPipeline(Pipeline):
     """Batched source text -> ``[{"translation_text": ...}]`` with any `generate()` arguments."""
 
@@ -119,6 +141,9 @@ class TranslationPipeline(Pipeline):
     _default_generation_config = GenerationConfig(max_new_tokens=DEFAULT_MAX_NEW_TOKENS, num_beams=4)
 
     def __init__(self, model: Any, *args: Any, **kwargs: Any):
+        note = decode_with_cache(model)
+        if note:
+            warnings.warn(note[0].upper() + note[1:] + ".", CacheTurnedOnWarning, stacklevel=2)
         most = most_new_tokens(model)
         if most is not None and most < DEFAULT_MAX_NEW_TOKENS:  # the default within the decoder's positions
             self._default_generation_config = GenerationConfig(max_new_tokens=most, num_beams=4)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from recipe_fixtures import one_thread, trained_tiny_model, write_opus_mt_stand_in  # noqa: F401  (autouse fixture)
 from transformers import AutoModelForSeq2SeqLM
 
@@ -67,20 +66,46 @@ def test_every_python_block_of_the_readme_runs_in_order(tmp_path_factory, tmp_pa
         run(number, block)
 
 
-def test_the_readmes_data_line_and_recipe_snippet_work(tmp_path):
+def test_the_readmes_data_line_and_recipe_train_and_score_the_test_split_as_written(tmp_path, recwarn):
+    """The README's "Your own data": its data line makes a corpus, and its recipe, copied verbatim with the corpus
+    pointed at a small folder, trains and scores the test split with sacreBLEU (the flags make it small and
+    short, as a user's first try would), with no warning about pinned memory on a CPU."""
+    from hf_graphtf.training import run_translation
+
     (line,) = _blocks("json")
     corpus = tmp_path / "data" / "my-de-en"
     corpus.mkdir(parents=True)
     for split in ("train", "valid", "test"):
-        (corpus / f"{split}.jsonl").write_text(line, encoding="utf-8")
+        (corpus / f"{split}.jsonl").write_text(line * 12, encoding="utf-8")
     assert load_parallel_corpus(corpus, src_lang="de", tgt_lang="en", split="train")[0]["translation"]["de"]
-    recipe = yaml.safe_load(_blocks("yaml")[0])
-    recipe.update(corpus=str(corpus), output_dir=str(tmp_path / "out"))
+    recipe = _blocks("yaml")[0].replace("data/my-de-en", str(corpus)).replace("outputs/my-model", str(tmp_path / "out"))
     path = tmp_path / "my_recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
-    model_args, data_args, training_args = parse_recipe_args([str(path)])
+    path.write_text(recipe, encoding="utf-8")
+    small = ["--d_model", "16", "--encoder_layers", "1", "--decoder_layers", "1", "--encoder_ffn_dim", "32"]
+    small += ["--decoder_ffn_dim", "32", "--encoder_attention_heads", "2", "--decoder_attention_heads", "2"]
+    short = ["--max_steps", "2", "--eval_steps", "1", "--save_steps", "1", "--vocab_size", "200"]
+    short += ["--generation_max_length", "4", "--use_cpu", "true"]
+    model_args, data_args, training_args = parse_recipe_args([str(path), *small, *short])
     assert model_args.attention_link == "both" and data_args.src_lang == "de"
     assert training_args.early_stopping_patience == 8 and training_args.load_best_model_at_end
+    assert not training_args.dataloader_pin_memory  # nothing to pin for on a CPU
+    results = run_translation(model_args, data_args, training_args)
+    assert "bleu" in results["test"] and (tmp_path / "out" / "test_predictions.txt").is_file()
+    assert not [warning for warning in recwarn if "pin_memory" in str(warning.message)]
+
+
+def test_a_recipe_that_asks_for_nothing_says_so_in_one_line(tmp_path, capsys):
+    """Without do_train, do_eval or do_predict a run would do nothing (and used to fail deep in, for want of a
+    tokenizer): one line says which fields to set."""
+    from hf_graphtf.training.recipe import main
+
+    path = tmp_path / "recipe.yaml"
+    path.write_text(f"corpus: {tmp_path}\nsrc_lang: de\ntgt_lang: en\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as stopped:
+        main([str(path)])
+    assert stopped.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: the recipe asks for nothing to run: set do_train: true")
 
 
 def test_the_options_table_lists_every_option_with_its_values():

@@ -66,6 +66,13 @@ def test_script_trains_evaluates_and_saves_everything(tmp_path_factory):
     for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "configuration.py"):
         assert (out / name).is_file(), name
     assert "BLEU" in run.stdout and "translation:" in run.stdout
+    # saved ready to decode: use_cache as before training (the Trainer sets it false while it trains), in the
+    # final folder and every checkpoint, so that a model built from the saved config decodes with its cache
+    configs = [out / "config.json", *out.glob("checkpoint-*/config.json")]
+    assert len(configs) > 1 and all(json.loads(path.read_text())["use_cache"] is True for path in configs)
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    assert AutoModelForSeq2SeqLM.from_config(AutoConfig.from_pretrained(out)).config.use_cache is True
 
 
 def test_resume_continues_from_the_last_checkpoint(tmp_path):

@@ -260,3 +260,39 @@ def test_compiled_decoding_of_nllb_models_is_refused_where_transformers_cannot_t
     with pytest.raises(ValueError, match="needs transformers >= 99.0.0"):
         translation_modes.compile_decoding(matrix.tiny_model("m2m_100", {}), backend="eager")
     translation_modes.compile_decoding(matrix.tiny_model("marian", {}), backend="eager")  # not refused
+
+
+def test_a_folder_saved_with_use_cache_false_decodes_with_its_cache_and_says_so_once(trained, tmp_path, capsys):
+    """Folders trained before the fix carry ``"use_cache": false``: translate and the pipeline turn the cache
+    back on (the same translations, faster) and say so once; a folder saved with it on says nothing."""
+    import json
+    import shutil
+    import warnings
+
+    from hf_graphtf import TranslationPipeline
+    from hf_graphtf.translation_pipeline import CacheTurnedOnWarning
+
+    folder = tmp_path / "old"
+    shutil.copytree(trained.output_dir, folder, ignore=shutil.ignore_patterns("checkpoint-*"))
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    (folder / "config.json").write_text(json.dumps({**config, "use_cache": False}), encoding="utf-8")
+    (tmp_path / "in.txt").write_text("El rey dijo pan.\n", encoding="utf-8")
+    argv = ["translate", "--input", str(tmp_path / "in.txt"), "--max-new-tokens", "4", "--quiet", "--dtype", "fp32"]
+    outputs = []
+    for model in (folder, trained.output_dir):
+        assert cli.main([*argv, "--model", str(model), "--output", str(tmp_path / f"{model.name}.txt")]) == 0
+        outputs.append((tmp_path / f"{model.name}.txt").read_text(encoding="utf-8"))
+        said = [line for line in capsys.readouterr().err.splitlines() if "use_cache: false" in line]
+        assert len(said) == (1 if model == folder else 0)
+    assert outputs[0] == outputs[1]
+    tokenizer, model = cli.load_model(str(folder), "cpu", "fp32", engine="eager")
+    assert model.config.use_cache is True and "use_cache: false" in model.translation_mode.cache_note
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    old = AutoModelForSeq2SeqLM.from_pretrained(folder)
+    with pytest.warns(CacheTurnedOnWarning, match="use_cache: false"):
+        translator = TranslationPipeline(model=old, tokenizer=AutoTokenizer.from_pretrained(folder), device="cpu")
+    assert old.config.use_cache is True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheTurnedOnWarning)
+        TranslationPipeline(model=old, tokenizer=translator.tokenizer, device="cpu")  # on now: nothing to say

@@ -494,4 +494,18 @@ def parse_recipe_args(
         attention_link=model_args.attention_link,
     )
     check_lengths(model_args, data_args, training_args)
+    if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
+        raise ValueError(
+            "the recipe asks for nothing to run: set do_train: true to train (with do_eval: true for the validation "
+            "score and do_predict: true to score the test split), or pass --do_train true"
+        )
+    _quiet_pin_memory(training_args)
     return model_args, data_args, training_args
+
+
+def _quiet_pin_memory(training_args: TranslationTrainingArguments) -> None:
+    """No pinned memory where nothing would use it: without an accelerator (or with ``use_cpu``) torch's data
+    loader warns once per loader that pinning does nothing, three times a run; with one, the Trainer's
+    default (pinned) stays."""
+    if training_args.use_cpu or not _cuda():
+        training_args.dataloader_pin_memory = False

@@ -14,10 +14,15 @@ from transformers import (
 
 from ..data import load_parallel_corpus
 from ..data.splits import source_key
+from ..errors import UserError
 from ..model_files import check_model_source, named_source
 from ..tokenization import train_joint_tokenizer
 from .arguments import DataArguments, ModelArguments, TranslationTrainingArguments
 from .log_lines import announce
+
+
+class NoTokenizerError(UserError, ValueError):
+    """A run that neither trains nor names a tokenizer (or a model that has one) has none to use."""
 
 
 def load_splits(data_args: DataArguments, training_args: TranslationTrainingArguments) -> dict[str, Dataset]:
@@ -106,7 +111,10 @@ def build_tokenizer(
         with named_source(source):
             return AutoTokenizer.from_pretrained(source)
     if train_split is None:
-        raise ValueError("no tokenizer to use: set tokenizer_name_or_path or model_name_or_path, or train (do_train).")
+        raise NoTokenizerError(
+            "no tokenizer to use: set tokenizer_name_or_path or model_name_or_path, or train (do_train: true), "
+            "which trains one on the training split"
+        )
     record = {
         "corpus": data_args.corpus,
         "split": data_args.train_split,

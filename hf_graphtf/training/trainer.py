@@ -14,6 +14,7 @@ from transformers.trainer_callback import ExportableState, PrinterCallback
 from transformers.trainer_utils import rotate_checkpoints
 from transformers.utils import logging
 
+from ..transformers_seam import saved_with_use_cache
 from .adapters import is_adapter_model, load_extra_parameters, save_extra_parameters
 from .batching import TokenBatchSampler
 from .budget import TrainingTimeBudget
@@ -40,6 +41,9 @@ class TranslationTrainer(Seq2SeqTrainer):
     def __init__(self, *args, time_budget: TrainingTimeBudget | None = None, **kwargs):
         """``time_budget`` (``max_train_minutes``) stops training, and its spent share drives the
         learning-rate cool-down (``lr_cooldown_fraction``)."""
+        model = kwargs["model"] if "model" in kwargs else (args[0] if args else None)
+        #: what the model decodes with once saved: Trainer sets the config's use_cache to its own (False)
+        self.saved_use_cache = getattr(getattr(model, "config", None), "use_cache", None)
         super().__init__(*args, **kwargs)
         self.time_budget = time_budget
         if time_budget is not None:
@@ -48,6 +52,13 @@ class TranslationTrainer(Seq2SeqTrainer):
         if self.args.disable_tqdm:
             self.remove_callback(PrinterCallback)
             self.add_callback(LogLines)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Every checkpoint and the final folder with ``use_cache`` as the model had it before training
+        (`transformers_seam.saved_with_use_cache`), so that a model built from a saved config decodes with its
+        cache."""
+        with saved_with_use_cache(self.model, self.saved_use_cache):
+            super().save_model(output_dir, _internal_call=_internal_call)
 
     def _get_train_sampler(self, train_dataset: Dataset | None = None):
         if self.args.max_tokens_per_batch is None:
