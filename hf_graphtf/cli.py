@@ -40,6 +40,8 @@ from .translation_modes import (
 )
 
 DEFAULT_CORPUS_DIR = "data/bible-es-en"
+#: the exit status after Ctrl-C, as a shell reports a process ended by SIGINT (128 + 2)
+INTERRUPTED_EXIT = 130
 DEFAULT_BUCKETS = (10, 20, 30, 40, 50)
 #: None keeps torch's default (one intra-op thread per core), which measured faster than one thread for beam
 #: search (recipes/benchmarks/RESULTS.md, "Threads")
@@ -56,6 +58,11 @@ class InputError(UserError, ValueError):
 def _load(args: argparse.Namespace, mode: TranslationMode | None = None) -> tuple[Any, Any]:
     """The model of ``--model`` in ``mode`` (translate resolved it already and says it here, once the model
     is there, so that an unusable model is the first line), or in ``--dtype``."""
+    if mode is None and hasattr(args, "dtype"):  # evaluate's and the rest's --dtype, refused as translate's is
+        mode = _translation_mode(args)
+        quiet = True
+    else:
+        quiet = False
     compile_choice = getattr(args, "compile", "off")  # translate's flag; evaluate and the rest decode eagerly
     engine = getattr(args, "engine", "eager")  # translate's and evaluate's; gates and analyze run no decoding
     loaded = load_model(
@@ -68,7 +75,7 @@ def _load(args: argparse.Namespace, mode: TranslationMode | None = None) -> tupl
         trust_exported=getattr(args, "trust_exported", False),
     )
     said = loaded[1].translation_mode
-    if mode is not None or said.engine_note or said.cache_note:  # evaluate says only what its package did
+    if not quiet or said.engine_note or said.cache_note:  # evaluate says only what its package and cache did
         print(f"hf-graphtf: {loaded[1].translation_mode.reason}", file=sys.stderr, flush=True)
     use_language_codes(*loaded, getattr(args, "src_lang_code", None), getattr(args, "tgt_lang_code", None))
     return loaded
@@ -179,7 +186,12 @@ def _translate_to_file(args: argparse.Namespace, texts: list[str], output: Path,
     except BaseException:
         job.discard_if_empty()
         raise
-    job.run(lambda chunk, first_line: _translate_with(args, chunk, loaded, first_line=first_line))
+    try:
+        job.run(lambda chunk, first_line: _translate_with(args, chunk, loaded, first_line=first_line))
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"{output} keeps every line translated so far; the same command resumes from there"
+        ) from None
     return 0
 
 
@@ -568,10 +580,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "model", None):
             from .model_files import check_model_source
 
-            check_model_source(args.model)  # before any input is read or model loaded
+            # before any input is read or model loaded (export reads weights only)
+            check_model_source(args.model, tokenizer=args.command != "export")
         return args.func(args)
     except UserError as error:
         return report_user_error(error)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C: one line, not the traceback of wherever it landed
+        said = f": {interrupt}" if str(interrupt) else ""
+        print(f"hf-graphtf: interrupted{said}", file=sys.stderr, flush=True)
+        return INTERRUPTED_EXIT
 
 
 if __name__ == "__main__":

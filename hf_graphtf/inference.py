@@ -254,11 +254,32 @@ def source_token_limit(tokenizer: Any, model: Any) -> int:
     return limit
 
 
+class DeviceError(UserError, ValueError):
+    """A ``--device`` this torch or machine does not have."""
+
+
 def default_device(device: str | None) -> str:
-    """``device``, or the best available one when None: CUDA where torch sees a GPU, else the CPU."""
+    """``device``, or the best available one when None: CUDA where torch sees a GPU, else the CPU. A CUDA device
+    this torch cannot use is refused here, in one line, before anything loads (torch would assert deep in)."""
     import torch
 
-    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError) as error:
+        raise DeviceError(f"--device {device}: not a device torch knows ({error})") from None
+    if parsed.type == "cuda":
+        if not torch.backends.cuda.is_built():
+            raise DeviceError(
+                f"--device {device}: this torch ({torch.__version__}) is a CPU build, without CUDA; leave --device "
+                "out (or --device cpu), or install a CUDA build of torch"
+            )
+        count = torch.cuda.device_count()
+        if count == 0 or (parsed.index or 0) >= count:
+            seen = f"sees {count} GPU{'s' if count != 1 else ''}" if count else "sees no GPU"
+            raise DeviceError(f"--device {device}: torch {seen} on this machine; leave --device out to use the CPU")
+    return device
 
 
 def load_model(
@@ -294,7 +315,7 @@ def load_model(
 
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
-    check_model_source(name)
+    check_model_source(name, tokenizer=True)
     device = default_device(device)
     # a bad dtype fails before anything loads; a mode resolved by the caller is not resolved again
     mode = dtype if isinstance(dtype, TranslationMode) else resolve_translation_dtype(dtype, device)
@@ -502,6 +523,7 @@ __all__ = [
     "TranslationLengthError",
     "UnknownTextWarning",
     "decode_token_ids",
+    "DeviceError",
     "default_device",
     "length_sorted_batches",
     "load_model",

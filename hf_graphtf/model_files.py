@@ -96,11 +96,26 @@ def _looks_local(name: str) -> bool:
     return len(path.parts) == 2 and path.parent.is_dir()  # outputs/quickstart where outputs/ exists
 
 
-def check_model_source(name: str | os.PathLike[str], *, weights: bool = True) -> None:
+#: files of which a saved tokenizer has at least one (fast: tokenizer.json; sentencepiece, BPE or WordPiece
+#: vocabularies; the config every `save_pretrained` writes)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "source.spm",
+    "sentencepiece.bpe.model",
+    "spiece.model",
+    "vocab.json",
+    "vocab.txt",
+)
+
+
+def check_model_source(name: str | os.PathLike[str], *, weights: bool = True, tokenizer: bool = False) -> None:
     """Raise `ModelFolderError` when ``name`` is a local model folder that cannot be loaded.
 
     Hub ids pass through unchanged (Transformers downloads or finds them in its cache). With
-    ``weights=False`` only the folder's existence and contents are checked (for loading a tokenizer).
+    ``weights=False`` only the folder's existence and contents are checked (for loading a tokenizer). With
+    ``tokenizer``, a folder without tokenizer files is refused too, by name: Transformers' own error for it
+    says "You need to have sentencepiece or tiktoken installed", which sends a user to reinstall what is there.
     """
     text = os.fspath(name)
     path = Path(text).expanduser()
@@ -123,6 +138,12 @@ def check_model_source(name: str | os.PathLike[str], *, weights: bool = True) ->
     problem = weights_problem(path)
     if problem:
         raise ModelFolderError(problem)
+    if tokenizer and not set(TOKENIZER_FILES) & set(contents):
+        raise ModelFolderError(
+            f"{text}: no tokenizer files (none of {', '.join(TOKENIZER_FILES[:2])}, ...), so its text cannot be "
+            "read or written; save the tokenizer into the folder (tokenizer.save_pretrained(folder)) or copy its "
+            "files there from the folder it was trained in"
+        )
 
 
 @contextmanager
