@@ -96,6 +96,65 @@ def _looks_local(name: str) -> bool:
     return len(path.parts) == 2 and path.parent.is_dir()  # outputs/quickstart where outputs/ exists
 
 
+#: how long the Hub gets to answer before a Hub id is refused (huggingface_hub itself retries for about 45 s)
+HUB_PROBE_SECONDS = 4.0
+
+
+def check_hub_reachable(name: str) -> None:
+    """Refuse the Hub id ``name`` in one line, within seconds, when the Hub cannot be reached and the id is not
+    in the local Hugging Face cache: huggingface_hub would print retry lines for most of a minute before its
+    own error, which does not say that ``HF_HUB_OFFLINE=1`` makes it answer at once. A cached id loads as
+    before (after huggingface_hub's own wait, which ``HF_HUB_OFFLINE=1`` skips: said in one line). Nothing is
+    probed under ``HF_HUB_OFFLINE``."""
+    import sys
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    proxied = any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "ALL_PROXY"))
+    if constants.HF_HUB_OFFLINE or proxied:  # through a proxy, a direct connection says nothing
+        return
+    endpoint = urlparse(constants.ENDPOINT)
+    if _reachable(endpoint.hostname or "", endpoint.port or (443 if endpoint.scheme == "https" else 80)):
+        return
+    cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
+    where = f"the Hugging Face Hub ({constants.ENDPOINT}) cannot be reached from this machine"
+    if cached:
+        print(
+            f"hf-graphtf: {name}: {where}; using its copy in your Hugging Face cache (HF_HUB_OFFLINE=1 skips the "
+            "wait for the Hub)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    raise ModelFolderError(
+        f"{name}: not a folder here, and {where}, and it is not in your Hugging Face cache; download it where "
+        "the Hub is reachable (or copy its folder here and give the folder), then set HF_HUB_OFFLINE=1 to load "
+        "it from the cache without asking the Hub"
+    )
+
+
+def _reachable(host: str, port: int) -> bool:
+    """Whether a TCP connection to ``host:port`` opens within `HUB_PROBE_SECONDS` (name lookup included, which
+    a socket timeout does not bound: it runs in a thread of its own)."""
+    import socket
+    import threading
+
+    answer: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, port), timeout=HUB_PROBE_SECONDS).close()
+            answer.append(True)
+        except OSError:
+            answer.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(HUB_PROBE_SECONDS)
+    return bool(answer and answer[0])
+
+
 #: files of which a saved tokenizer has at least one (fast: tokenizer.json; sentencepiece, BPE or WordPiece
 #: vocabularies; the config every `save_pretrained` writes)
 TOKENIZER_FILES = (
@@ -122,6 +181,7 @@ def check_model_source(name: str | os.PathLike[str], *, weights: bool = True, to
     if not path.exists():
         if _looks_local(text):
             raise ModelFolderError(f"{text}: no such model folder")
+        check_hub_reachable(text)
         return
     if not path.is_dir():
         raise ModelFolderError(

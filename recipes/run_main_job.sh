@@ -49,16 +49,33 @@ else
 fi
 
 step "Python environment"
+own_venv=0
 if [ -z "${VIRTUAL_ENV:-}" ]; then
     [ -d .venv ] || python3 -m venv .venv
     # shellcheck disable=SC1091
     . .venv/bin/activate
+    own_venv=1
 fi
 echo "using $(command -v python)"
 # (pip's warnings about package-index locations this machine lacks say nothing about the job: left out)
 quiet_pip() { python -m pip install --quiet "$@" 2>&1 | { grep -v "^WARNING: Location '.*' is ignored" || true; }; }
-quiet_pip torch==2.13.0
-quiet_pip -c constraints.txt -e .
+if [ "$own_venv" -eq 1 ]; then
+    # the job's own .venv: the tested set (constraints.txt)
+    quiet_pip torch==2.13.0
+    quiet_pip -c constraints.txt -e .
+else
+    # the user's own virtualenv: what is there and within the package's declared ranges stays as it is (a newer
+    # Transformers or accelerate included); only what is missing or outside them is installed
+    if python -c "import torch" 2>/dev/null; then
+        echo "torch $(python -c 'import torch; print(torch.__version__)') is installed: kept"
+    else
+        echo "installing torch 2.13.0 (a CPU build on a CPU machine)"
+        quiet_pip torch==2.13.0
+    fi
+    echo "installing hf_graphtf and what it needs that this virtualenv lacks (nothing it has is changed" \
+        "where it is within pyproject.toml's ranges)"
+    quiet_pip -e .
+fi
 
 step "Corpus: $CORPUS_DIR"
 hf-graphtf build-corpus --output-dir "$CORPUS_DIR" >/dev/null

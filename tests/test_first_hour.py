@@ -99,3 +99,63 @@ def test_ctrl_c_during_a_file_translation_ends_in_one_line_saying_how_to_resume(
     assert cli.main(argv) == 0
     assert f"resuming {output}: {CHUNK_BATCHES:,} of {len(lines):,} lines" in capsys.readouterr().err
     assert len(output.read_text(encoding="utf-8").splitlines()) == len(lines)
+
+
+def test_a_hub_id_with_no_hub_in_reach_is_refused_in_one_line_naming_the_offline_switch(tmp_path, capsys, monkeypatch):
+    """Without a network (the Hub's address refuses here) and not in the cache: one line within seconds that names
+    HF_HUB_OFFLINE=1, where huggingface_hub retried for about 46 s; under HF_HUB_OFFLINE nothing is probed."""
+    import time
+
+    from huggingface_hub import constants
+
+    from hf_graphtf import model_files
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "in.txt").write_text("Hola.\n", encoding="utf-8")
+    started = time.monotonic()
+    assert cli.main(["translate", "--model", "Helsinki-NLP/opus-mt-es-en", "--input", str(tmp_path / "in.txt")]) == 2
+    assert time.monotonic() - started < 10
+    (line,) = _error_lines(capsys)
+    assert "cannot be reached" in line and "HF_HUB_OFFLINE=1" in line
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(model_files, "_reachable", lambda host, port: pytest.fail("probed the Hub while offline"))
+    model_files.check_hub_reachable("Helsinki-NLP/opus-mt-es-en")
+
+
+def test_the_main_job_in_your_own_virtualenv_keeps_what_it_holds(tmp_path):
+    """Run inside an active virtualenv that already holds newer releases within the declared ranges, the main
+    job installs the package without the pinned set (which downgraded Transformers 5.25 to 5.23) and keeps its
+    torch, and says so before pip runs. A stand-in ``python`` records what pip is asked; the job stops at the
+    corpus step (a stand-in ``hf-graphtf`` that fails)."""
+    import os
+    import subprocess
+
+    from recipe_fixtures import REPO_ROOT
+
+    if subprocess.run(["dpkg-query", "-W", "sword-text-kjv"], capture_output=True).returncode != 0:
+        pytest.skip("the SWORD packages are not installed: the job would install them with apt first")
+    bin_dir, log = tmp_path / "venv" / "bin", tmp_path / "pip.log"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "-m" ]; then echo "$@" >> {log}; exit 0; fi\n'
+        'case "$2" in *__version__*) echo 2.14.1;; esac\n'
+        "exit 0\n",
+        encoding="utf-8",
+    )
+    (bin_dir / "hf-graphtf").write_text("#!/bin/sh\nexit 3\n", encoding="utf-8")
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    env = {**os.environ, "VIRTUAL_ENV": str(tmp_path / "venv"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    job = subprocess.run(
+        ["bash", str(REPO_ROOT / "recipes" / "run_main_job.sh")], env=env, capture_output=True, text=True
+    )
+    assert job.returncode == 3, job.stderr  # stopped at the corpus step, after the environment's
+    asked = log.read_text(encoding="utf-8").splitlines()
+    assert asked and all("constraints.txt" not in line and "torch==" not in line for line in asked), asked
+    assert "torch 2.14.1 is installed: kept" in job.stdout and "nothing it has is changed" in job.stdout
