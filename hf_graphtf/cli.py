@@ -140,6 +140,16 @@ def cmd_train(recipe_args: Sequence[str]) -> int:
     """Same as ``python recipes/train_translation.py``; the arguments go to `HfArgumentParser` untouched."""
     from .training import main as train_main
 
+    if not recipe_args or recipe_args[0] in ("-h", "--help"):
+        shown = "" if recipe_args else "a recipe is needed. "
+        print(
+            f"{shown}usage: hf-graphtf train RECIPE.yaml [--field value ...]\n"
+            "  RECIPE.yaml: a recipe such as recipes/quickstart.yaml (any field of the training script's, one per "
+            "line);\n  flags override its fields: hf-graphtf train recipes/quickstart.yaml --max_steps 20\n"
+            "  every field, with its help: python recipes/train_translation.py --help",
+            file=sys.stdout if recipe_args else sys.stderr,
+        )
+        return 0 if recipe_args else 2
     train_main(recipe_args)
     return 0
 

@@ -159,3 +159,13 @@ def test_the_main_job_in_your_own_virtualenv_keeps_what_it_holds(tmp_path):
     asked = log.read_text(encoding="utf-8").splitlines()
     assert asked and all("constraints.txt" not in line and "torch==" not in line for line in asked), asked
     assert "torch 2.14.1 is installed: kept" in job.stdout and "nothing it has is changed" in job.stdout
+
+
+def test_train_without_a_recipe_asks_for_one(capsys):
+    """``hf-graphtf train`` alone said ``DataArguments.corpus is required``, and ``train --help`` showed
+    ``usage: hf-graphtf [-h]``."""
+    assert cli.main(["train"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("a recipe is needed. usage: hf-graphtf train RECIPE.yaml") and "corpus" not in err
+    assert cli.main(["train", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: hf-graphtf train RECIPE.yaml [--field value ...]")

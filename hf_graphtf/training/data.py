@@ -132,7 +132,7 @@ def build_tokenizer(
             else:
                 announce(
                     training_args,
-                    f"training a {data_args.vocab_size}-piece {data_args.tokenizer_model} tokenizer on "
+                    f"training a {data_args.tokenizer_model} tokenizer of up to {data_args.vocab_size:,} pieces on "
                     f"{len(train_split):,} {data_args.train_split} pairs",
                 )
                 tokenizer = train_joint_tokenizer(
@@ -143,6 +143,12 @@ def build_tokenizer(
                     model=data_args.tokenizer_model,
                     show_progress=not training_args.disable_tqdm,
                 )
+                if len(tokenizer) < data_args.vocab_size:  # a small corpus has fewer pieces than asked for
+                    announce(
+                        training_args,
+                        f"the tokenizer has {len(tokenizer):,} pieces: all that {len(train_split):,} pairs "
+                        f"hold, fewer than vocab_size {data_args.vocab_size:,}",
+                    )
                 tokenizer.save_pretrained(training_args.output_dir)
                 with open(record_path, "w", encoding="utf-8") as handle:
                     json.dump(record, handle)
