@@ -220,15 +220,25 @@ def _evaluation_inputs(args: argparse.Namespace) -> tuple[list[str], list[list[s
     else:
         sources = _read_lines(args.source)
         references = [[] for _ in sources]
-    for path in args.references or ():
-        lines = _read_lines(path)
-        if len(lines) != len(sources):
-            raise InputError(f"{path} has {len(lines)} lines but there are {len(sources)} source sentences")
-        for refs, line in zip(references, lines):
-            refs.append(line)
+    for refs, added in zip(references, _reference_files(args.references, len(sources), "source sentences")):
+        refs.extend(added)
     if not references or not all(references):
         raise InputError("no references: give --references FILE [FILE ...] or --corpus with a target side")
     return sources, references
+
+
+def _reference_files(paths: Sequence[str] | None, count: int, what: str) -> list[list[str]]:
+    """Each line's references from ``paths`` (one file per reference set), each file ``count`` lines long."""
+    references: list[list[str]] = [[] for _ in range(count)]
+    for path in paths or ():
+        lines = _read_lines(path)
+        if len(lines) != count:
+            raise InputError(f"{path} has {len(lines)} lines but there are {count} {what}")
+        for refs, line in zip(references, lines):
+            refs.append(line)
+    if paths is not None and (not references or not all(references)):
+        raise InputError("no references: give --references FILE [FILE ...]")
+    return references
 
 
 def _format_report(report: dict[str, Any]) -> str:
@@ -237,8 +247,10 @@ def _format_report(report: dict[str, Any]) -> str:
         f"({report['sentences']} sentences, up to {report['references_per_sentence']} reference(s) each)",
         f"  {report['bleu_signature']}",
         f"  {report['chrf_signature']}",
-        "BLEU by source length (words):",
     ]
+    if report["bleu_by_length"] is None:
+        return "\n".join([*lines, "BLEU by source length: no --source or --corpus given"])
+    lines.append("BLEU by source length (words):")
     for label, row in report["bleu_by_length"].items():
         bleu = "-" if row["bleu"] is None else row["bleu"]
         lines.append(f"  {label:>8}  {row['sentences']:>6} sentences  BLEU {bleu}")
@@ -248,12 +260,17 @@ def _format_report(report: dict[str, Any]) -> str:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .scoring import translation_report
 
-    sources, references = _evaluation_inputs(args)
-    if args.hypotheses is not None:
+    if args.hypotheses is not None and args.source is None and args.corpus is None:
+        # scoring translations needs no source: only BLEU by source length does
+        hypotheses = _read_lines(args.hypotheses)
+        sources, references = None, _reference_files(args.references, len(hypotheses), "hypotheses")
+    else:
+        sources, references = _evaluation_inputs(args)
+    if args.hypotheses is not None and sources is not None:
         hypotheses = _read_lines(args.hypotheses)
         if len(hypotheses) != len(sources):
             raise InputError(f"{len(hypotheses)} hypotheses for {len(sources)} source sentences")
-    else:
+    elif args.hypotheses is None:
         hypotheses = _translate_with(args, sources)
     report = translation_report(sources, hypotheses, references, args.length_buckets, args.tgt_lang)
     report["model"] = args.model
@@ -554,8 +571,12 @@ def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     if args.command == "evaluate":
         if (args.model is None) == (args.hypotheses is None):
             parser.error("evaluate needs exactly one of --model and --hypotheses")
-        if (args.source is None) == (args.corpus is None):
-            parser.error("evaluate needs exactly one of --source and --corpus")
+        if args.source is not None and args.corpus is not None:
+            parser.error("evaluate takes one of --source and --corpus, not both")
+        if args.source is None and args.corpus is None and (args.model is not None or not args.references):
+            parser.error(
+                "evaluate needs --source or --corpus to translate; scoring --hypotheses needs only --references"
+            )
 
 
 #: options that count something: 0 or a negative number would fail deep inside generation, or loop

@@ -85,18 +85,18 @@ def has_repeated_token(text: str, times: int = 4) -> bool:
 
 
 def translation_report(
-    sources: Sequence[str],
+    sources: Sequence[str] | None,
     hypotheses: Sequence[str],
     references: Sequence[Sequence[str]],
     edges: Sequence[int],
     tgt_lang: str = "en",
 ) -> dict[str, Any]:
     """Everything reported for a test set: BLEU, chrF, chrF++, Moses-tokenized BLEU, BLEU by source
-    length, reference count."""
+    length (None without ``sources``), reference count."""
     report = corpus_scores(hypotheses, references, tgt_lang=tgt_lang, tokenized=True)
     report["sentences"] = len(hypotheses)
     report["references_per_sentence"] = max(len(refs) for refs in references)
-    report["bleu_by_length"] = bleu_by_length(sources, hypotheses, references, edges)
+    report["bleu_by_length"] = None if sources is None else bleu_by_length(sources, hypotheses, references, edges)
     # the degenerate output of an undertrained model: the share of translations that stutter
     repeated = sum(has_repeated_token(hypothesis) for hypothesis in hypotheses)
     report["repeated_token_outputs"] = round(repeated / max(len(hypotheses), 1), 4)

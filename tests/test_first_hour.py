@@ -169,3 +169,19 @@ def test_train_without_a_recipe_asks_for_one(capsys):
     assert err.startswith("a recipe is needed. usage: hf-graphtf train RECIPE.yaml") and "corpus" not in err
     assert cli.main(["train", "--help"]) == 0
     assert capsys.readouterr().out.startswith("usage: hf-graphtf train RECIPE.yaml [--field value ...]")
+
+
+def test_evaluate_scores_translations_without_their_sources(tmp_path, capsys):
+    """Scoring existing translations needs only the references (BLEU by source length needs the sources, and
+    says so); translating still needs --source or --corpus."""
+    (tmp_path / "h.txt").write_text("the king said bread\nthe man saw the land\n", encoding="utf-8")
+    (tmp_path / "r.txt").write_text("the king said bread\nthe man saw the water\n", encoding="utf-8")
+    assert cli.main(["evaluate", "--hypotheses", str(tmp_path / "h.txt"), "--references", str(tmp_path / "r.txt")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("BLEU ") and "(2 sentences" in out and "no --source or --corpus given" in out
+    (tmp_path / "short.txt").write_text("one line\n", encoding="utf-8")
+    argv = ["evaluate", "--hypotheses", str(tmp_path / "h.txt"), "--references", str(tmp_path / "short.txt")]
+    assert cli.main(argv) == 2 and "has 1 lines but there are 2 hypotheses" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate", "--hypotheses", str(tmp_path / "h.txt")])
+    assert "needs --source or --corpus" in capsys.readouterr().err
