@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import UserError
-from .transformers_seam import new_token_limit
+from .transformers_seam import measuring_lengths, new_token_limit
 from .translation_formats import TRANSLATION_FORMATS, LiveMapping, float_format_names
 from .translation_modes import (
     TranslationMode,
@@ -395,10 +395,11 @@ def translate_texts(
     for index, text in enumerate(texts):
         if not text.strip():
             continue
-        unknown = unknown_text(tokenizer, text)
+        with measuring_lengths(tokenizer):  # a line too long is said once below, as translated in pieces
+            unknown = unknown_text(tokenizer, text)
+            parts, cut = split_to_fit(text, fits)
         if unknown:
             unknown_lines[index + first_line] = unknown
-        parts, cut = split_to_fit(text, fits)
         if len(parts) > 1:
             split_lines.append(index + first_line)
             if cut:

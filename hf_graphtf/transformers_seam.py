@@ -397,6 +397,31 @@ def enable_activation_checkpointing(model: nn.Module, checkpoint_kwargs: dict[st
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpoint_kwargs)
 
 
+#: the key under which a tokenizer remembers it has warned that an encoding is longer than the model reads
+_LONG_SEQUENCE_WARNING = "sequence-length-is-longer-than-the-specified-maximum"
+
+
+@contextmanager
+def measuring_lengths(tokenizer: Any) -> Iterator[None]:
+    """``tokenizer`` encoding texts only to measure them, without its warning that a text longer than the model
+    reads "will result in indexing errors": the caller splits such a text into pieces that fit, and says so
+    itself. Follows `PreTrainedTokenizerBase._eventual_warn_about_too_long_sequence` (5.x), which warns once per
+    tokenizer unless ``deprecation_warnings`` already holds its key; the key is put back as it was after."""
+    warned = getattr(tokenizer, "deprecation_warnings", None)
+    if not isinstance(warned, dict):
+        yield
+        return
+    before = warned.get(_LONG_SEQUENCE_WARNING)
+    warned[_LONG_SEQUENCE_WARNING] = True
+    try:
+        yield
+    finally:
+        if before is None:
+            warned.pop(_LONG_SEQUENCE_WARNING, None)
+        else:
+            warned[_LONG_SEQUENCE_WARNING] = before
+
+
 @contextmanager
 def saved_with_use_cache(model: nn.Module, use_cache: bool | None) -> Iterator[None]:
     """``model``'s config with ``use_cache`` as it was before training, for as long as the block saves it.

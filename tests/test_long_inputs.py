@@ -232,3 +232,22 @@ def test_a_length_limit_past_the_decoder_s_positions_is_refused_before_decoding(
     with pytest.raises(TranslationLengthError, match="the generation config's max_length 60 is more"):
         translation_length(model, None)
     assert translation_length(model, 10) == ({"max_length": 11}, 10)  # the call's limit wins
+
+
+def test_a_long_line_gets_the_packages_line_only_not_the_tokenizers_indexing_warning(model, tiny_tokenizer, capfd):
+    """Measuring a line longer than the model reads made Transformers print that it "will result in indexing
+    errors" before the package's own line saying it is translated in pieces; the tokenizer's own warning stays
+    for encodings outside this measuring."""
+    from transformers.utils import logging as hf_logging
+
+    tokenizer = copy.deepcopy(tiny_tokenizer)
+    tokenizer.model_max_length = LIMIT
+    hf_logging.enable_propagation()
+    long_line = " ".join(_sentence(i * 5, 4) for i in range(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        translate_texts(tokenizer, model, [long_line], num_beams=1, max_new_tokens=2, progress=False)
+    assert "indexing errors" not in capfd.readouterr().err
+    assert "sequence-length-is-longer-than-the-specified-maximum" not in tokenizer.deprecation_warnings
+    tokenizer(long_line)  # outside translate_texts, Transformers' warning is as it was
+    assert tokenizer.deprecation_warnings.get("sequence-length-is-longer-than-the-specified-maximum")

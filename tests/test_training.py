@@ -495,3 +495,29 @@ def test_evaluation_sources_that_occur_in_the_training_split_are_counted_and_sai
     assert data["sources_also_in_train"] == {"validation": 0, "test": 2}
     assert f"test: 2 of {len(test)} sources also occur in the training split" in err
     assert "validation: 0 of" not in err
+
+
+def test_the_final_validation_reuses_the_best_checkpoints_evaluation():
+    """With load_best_model_at_end the model training ends with is the best checkpoint's, evaluated at its step
+    already: the run reports that evaluation instead of running it again (a LoRA run, merged since, and a run
+    without a best checkpoint evaluate again)."""
+    from types import SimpleNamespace
+
+    from hf_graphtf.training.recipe import best_checkpoint_evaluation
+
+    history = [
+        {"step": 2, "epoch": 1.0, "eval_loss": 3.0, "eval_bleu": 5.0},
+        {"step": 4, "epoch": 2.0, "eval_loss": 2.0, "eval_bleu": 7.5, "eval_runtime": 1.2},
+        {"step": 4, "epoch": 2.0, "loss": 2.5},
+    ]
+    state = SimpleNamespace(log_history=history, best_model_checkpoint="out/checkpoint-4")
+    trainer = SimpleNamespace(state=state, args=SimpleNamespace(load_best_model_at_end=True))
+    assert best_checkpoint_evaluation(trainer, adapted=False) == {
+        "eval_loss": 2.0,
+        "eval_bleu": 7.5,
+        "eval_runtime": 1.2,
+        "epoch": 2.0,
+    }
+    assert best_checkpoint_evaluation(trainer, adapted=True) is None
+    state.best_model_checkpoint = None
+    assert best_checkpoint_evaluation(trainer, adapted=False) is None

@@ -159,6 +159,7 @@ def _run_translation(
     results["data"]["sources_also_in_train"] = overlap
     if finished is not None:
         results["train"] = earlier_train_record(training_args.output_dir, checkpoint)
+    adapted = is_adapter_model(trainer.model)
     if training_args.do_train:
         train_output = trainer.train(resume_from_checkpoint=checkpoint)
         if is_adapter_model(trainer.model):  # evaluated and saved as it will be used: one model, adapter merged in
@@ -187,7 +188,7 @@ def _run_translation(
         if trainer.token_sampler is not None:
             results["train"]["batches_per_epoch"] = len(trainer.token_sampler.batches)
     if training_args.do_eval:
-        results["eval"] = trainer.evaluate(metric_key_prefix="eval")
+        results["eval"] = best_checkpoint_evaluation(trainer, adapted) or trainer.evaluate(metric_key_prefix="eval")
     hypotheses = None
     if training_args.do_predict:
         test_results, hypotheses = evaluate_test_split(trainer, splits["test"], tokenized["test"], tokenizer, data_args)
@@ -220,6 +221,22 @@ def _finished_model(
     model = add_lora(build_model(model_args, data_args, training_args, tokenizer), model_args)
     load_adapter_checkpoint(model, folder)
     return merged_model(model)
+
+
+def best_checkpoint_evaluation(trainer: TranslationTrainer, adapted: bool) -> dict[str, Any] | None:
+    """The validation scores of the model training ended with, where the run has them already: with
+    ``load_best_model_at_end`` that model is the best checkpoint's, whose evaluation (greedy decoding of the same
+    validation sentences, in eval mode) is in the log at its step, so evaluating it again repeats that pass
+    (about 13 s on the quickstart). None where it would not be the same model: no best checkpoint, or a LoRA
+    run, whose adapter was merged in since (a rounding of its own)."""
+    state = trainer.state
+    if adapted or not trainer.args.load_best_model_at_end or state.best_model_checkpoint is None:
+        return None
+    best = checkpoint_step(state.best_model_checkpoint)
+    logged = next((entry for entry in state.log_history if entry.get("step") == best and "eval_loss" in entry), None)
+    if logged is None:
+        return None
+    return {key: value for key, value in logged.items() if key.startswith("eval_")} | {"epoch": logged.get("epoch")}
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
