@@ -162,6 +162,14 @@ def test_translation_pipeline_directly_and_from_a_checkpoint(family, tiny_tokeni
         warnings.simplefilter("always")
         assert loaded(["w5 w6 w7", "w8 w9"], max_new_tokens=5, num_beams=2) == out
     assert [type(w.message).__name__ for w in caught] == ["TruncatedTranslationWarning"] * 2  # random weights
+    # with the package imported, no remote code at all: Transformers' pipeline() given the class to use
+    local = pipeline("translation", model=str(tmp_path / "model"), pipeline_class=TranslationPipeline, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncatedTranslationWarning)
+        assert (
+            isinstance(local, TranslationPipeline)
+            and local(["w5 w6 w7", "w8 w9"], max_new_tokens=5, num_beams=2) == out
+        )
 
     script = tmp_path / "remote_pipeline.py"
     script.write_text(_REMOTE_PIPELINE)
