@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from .data.bible_pairs import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 from .errors import UserError, report_user_error
-from .exported_models import ENGINES, exportable_formats
+from .exported_models import exportable_formats
 from .file_translation import FileTranslation
 from .inference import (
     DEFAULT_MAX_NEW_TOKENS,
@@ -28,6 +28,7 @@ from .inference import (
     use_language_codes,
 )
 from .package_store import TRUST_ENV, TRUST_FLAG
+from .translation_engines import TRANSLATION_ENGINES, engine_choices, engine_help, exporting_engines
 from .translation_formats import TRANSLATION_FORMATS, auto_candidates, self_checked_names
 from .translation_modes import (
     COMPILE_CHOICES,
@@ -369,10 +370,9 @@ def _translate_dtype_help() -> str:
 def _add_engine_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
-        choices=ENGINES,
+        choices=engine_choices(),
         default="auto",
-        help="auto (default): the model's exported package (hf-graphtf export) where one fits, else eager; "
-        f"exported: the package or an error; eager: never the package. What it buys: {RESULTS_PAGE}",
+        help=f"{engine_help()}. What each buys: {RESULTS_PAGE}",
     )
     parser.add_argument(
         TRUST_FLAG,
@@ -516,6 +516,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the format translate will load it in (its --dtype); default " + exportable_formats()[0],
     )
     export.add_argument(
+        "--engine",
+        choices=exporting_engines(),
+        default=exporting_engines()[0],
+        help="what to build for: "
+        + "; ".join(f"{name}: {TRANSLATION_ENGINES[name].description}" for name in exporting_engines()),
+    )
+    export.add_argument(
         "--output",
         help="write the packages to OUTPUT/<dtype>/ to carry to another machine (with the same torch and CPU "
         f"instruction set), where they go in MODEL/exported/ and run with {TRUST_FLAG}; default: your own "
@@ -543,13 +550,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Build the model's packages for ``--dtype`` (`exported_models.export_model`)."""
-    from .exported_models import export_model
-
-    command = f"hf-graphtf export --model {args.model} --dtype {args.dtype}"
+    """Build the model's packages for ``--engine`` (its record's ``build``) in ``--dtype``."""
+    engine = TRANSLATION_ENGINES[args.engine]
+    if not engine.takes(args.dtype, "cpu"):
+        raise InputError(
+            f"engine {engine.name} does not build format {args.dtype} (it builds {', '.join(engine.formats)})"
+        )
+    command = f"hf-graphtf export --model {args.model} --engine {engine.name} --dtype {args.dtype}"
     if args.output is not None:
         command += f" --output {args.output}"
-    export_model(args.model, args.dtype, output=args.output, command=command)
+    engine.build(args.model, args.dtype, output=args.output, command=command)
     return 0
 
 

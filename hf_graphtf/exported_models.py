@@ -40,9 +40,6 @@ from .translation_formats import TRANSLATION_FORMATS, translation_format
 #: the folder inside a model folder that holds the exported packages it carries, one sub-folder per format
 EXPORT_DIR = "exported"
 MANIFEST = "manifest.json"
-#: which decoding translates (``--engine``): ``auto`` the exported package where one fits, else eager;
-#: ``exported`` the package or an error saying why not; ``eager`` the model's own forward
-ENGINES = ("auto", "exported", "eager")
 #: the model's files a package depends on: its configuration and its weights
 _MODEL_FILE_PATTERNS = ("config.json", "*.safetensors")
 
@@ -490,7 +487,6 @@ def _load_found(
 
 
 __all__ = [
-    "ENGINES",
     "EXPORT_DIR",
     "MANIFEST",
     "ExportError",

@@ -297,7 +297,7 @@ def load_model(
     bf16 where the device computes it natively and fp32 elsewhere, ``int8`` quantizes the linear layers
     (CPU); or a `TranslationMode` the caller resolved already (the CLI, which says its choice). ``compile``
     (``auto``, ``on``, ``off``) compiles decoding with a static cache (`translation_modes.compile_decoding`);
-    ``auto`` only where it measured faster. ``engine`` (`exported_models.ENGINES`) chooses between the
+    ``auto`` only where it measured faster. ``engine`` (`translation_engines.engine_choices`) chooses between the
     exported packages of a local model folder (``hf-graphtf export``) and eager decoding: ``auto`` takes a
     package that fits, where decoding is not compiled. A package is native code: one this user built
     (`package_store`) runs; one the folder carries from elsewhere only with ``trust_exported`` (or
@@ -309,12 +309,13 @@ def load_model(
 
     import hf_graphtf  # noqa: F401  (registers the graph_* model types with the Auto classes)
 
-    from .exported_models import ENGINES, ExportError, find_exported
+    from .exported_models import ExportError
     from .model_files import check_model_source, named_source
+    from .translation_engines import engine_choices
     from .translation_pipeline import decode_with_cache
 
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
+    if engine not in engine_choices():
+        raise ValueError(f"engine must be one of {', '.join(engine_choices())}; got {engine!r}")
     check_model_source(name, tokenizer=True)
     device = default_device(device)
     # a bad dtype fails before anything loads; a mode resolved by the caller is not resolved again
@@ -334,23 +335,47 @@ def load_model(
         model = compile_decoding(model)
         mode = replace(mode, compiled=True, reason=f"{mode.reason}; {compile_reason}")
     model.exported_decoding = None
-    if engine == "exported" and compiled:
-        raise ExportError("engine 'exported' decodes with the exported package; it does not compile as well")
-    if engine != "eager" and not compiled and mode.format.exports:
-        lookup = find_exported(model, name, mode.dtype, trust_exported=trust_exported)
-        model.exported_decoding = lookup.decoding
-        if lookup.decoding is None:
-            if engine == "exported":
-                raise ExportError(f"engine 'exported' asked for, but {lookup.clause}")
-            if lookup.found:  # packages there but none used: said, never silent
-                note = f"eager decoding, as {lookup.clause}"
-                mode = replace(mode, reason=f"{mode.reason}; {note}", engine_note=note)
-        else:
-            mode = replace(mode, reason=f"{mode.reason}; {lookup.clause}", engine_note=lookup.clause)
-    elif engine == "exported":
-        raise ExportError(f"engine 'exported' asked for, but format {mode.dtype} does not export")
+    if engine not in ("auto", "eager") and compiled:
+        raise ExportError(f"engine {engine!r} decodes with an exported package; it does not compile as well")
+    if compiled:
+        engine = "eager"
+    if engine != "eager":
+        mode = _find_package(model, name, mode, engine, device, trust_exported)
     model.translation_mode = mode
     return tokenizer, model
+
+
+def _find_package(
+    model: Any, name: str, mode: TranslationMode, engine: str, device: str, trust_exported: bool
+) -> TranslationMode:
+    """`load_model`'s package for ``engine`` (a registered engine, or ``auto``/``exported``: the first engine
+    whose package may run and fits): set as ``model.exported_decoding``, and ``mode`` with what the line says.
+    ``exported`` and a named engine refuse to decode eagerly instead; ``auto`` says why where a package was
+    there but not used."""
+    from .exported_models import ExportError
+    from .translation_engines import TRANSLATION_ENGINES
+
+    named = engine not in ("auto", "exported")
+    engines = [TRANSLATION_ENGINES[engine]] if named else [e for e in TRANSLATION_ENGINES.values() if e.find]
+    takes = [candidate for candidate in engines if candidate.find and candidate.takes(mode.dtype, device)]
+    if not takes:
+        if engine != "auto":
+            raise ExportError(f"engine {engine!r} asked for, but format {mode.dtype} on {device} does not export")
+        return mode
+    said = []
+    for candidate in takes:
+        lookup = candidate.find(model, name, mode.dtype, trust_exported=trust_exported)
+        if lookup.decoding is not None:
+            model.exported_decoding = lookup.decoding
+            return replace(mode, reason=f"{mode.reason}; {lookup.clause}", engine_note=lookup.clause)
+        said.append(lookup)
+    clause = "; ".join(lookup.clause for lookup in said)
+    if engine != "auto":
+        raise ExportError(f"engine {engine!r} asked for, but {clause}")
+    if any(lookup.found for lookup in said):  # packages there but none used: said, never silent
+        note = f"eager decoding, as {clause}"
+        return replace(mode, reason=f"{mode.reason}; {note}", engine_note=note)
+    return mode
 
 
 def length_sorted_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:

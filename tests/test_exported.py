@@ -472,9 +472,9 @@ def test_the_export_command_builds_the_format_asked_and_records_the_command(monk
 
     calls = []
     monkeypatch.setattr(exported_models, "export_model", lambda *args, **kwargs: calls.append((args, kwargs)))
-    monkeypatch.setattr(model_files, "check_model_source", lambda name: None)  # no model: the call is what is tested
+    monkeypatch.setattr(model_files, "check_model_source", lambda name, **checks: None)  # no model: the call is tested
     assert cli.main(["export", "--model", str(tmp_path), "--dtype", "bfloat16"]) == 0
-    command = f"hf-graphtf export --model {tmp_path} --dtype bf16"
+    command = f"hf-graphtf export --model {tmp_path} --engine aoti --dtype bf16"
     assert calls == [((str(tmp_path), "bf16"), {"output": None, "command": command})]
     assert cli.main(["export", "--model", str(tmp_path), "--dtype", "fp32", "--output", "carry"]) == 0
     assert calls[1] == ((str(tmp_path), "fp32"), {"output": "carry", "command": f"{command[:-4]}fp32 --output carry"})
