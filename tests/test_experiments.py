@@ -553,6 +553,14 @@ def test_restore_archives_nothing_that_does_not_match_its_row(finished_grid, exp
     assert "corpus" in experiments["run_grid"].rerun_problem(
         dataclasses.replace(row, provenance=other_corpus), run, processes=1
     )
+    # a split added to the folder since the run (train_5k beside train_10k) is not a change to what it read
+    fewer = {name: digest for name, digest in row.provenance["corpus_sha256"].items() if name != "valid.jsonl"}
+    assert (
+        experiments["run_grid"].rerun_problem(
+            dataclasses.replace(row, provenance={**row.provenance, "corpus_sha256": fewer}), run, processes=1
+        )
+        is None
+    )
     other_cpu = {**row.provenance, "cpu": {"model": "another CPU", "kernels": "AVX512"}}
     assert "float sums" in experiments["run_grid"].rerun_problem(
         dataclasses.replace(row, provenance=other_cpu), run, processes=1

@@ -307,11 +307,19 @@ def rerun_problem(row: Row, run: Run, processes: int) -> str | None:
     if problem := _missing_corpus(run):
         return str(problem)
     recorded, now = row.provenance or {}, provenance(_recipe_of(run)[1])
-    if recorded.get("corpus_sha256") and recorded["corpus_sha256"] != now["corpus_sha256"]:
+    if corpus_changed(recorded, now):
         return "its corpus files had other content than they have here (corpus_sha256 in its row)"
     if "cuda" not in row.device.lower() and cpus_differ(recorded.get("cpu"), now["cpu"]):
         return f"it ran on a CPU {recorded['cpu']}, this is {now['cpu']}: float sums would differ"
     return None
+
+
+def corpus_changed(recorded: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether a corpus file that a row's provenance records has other content now (or is gone). A file added
+    to the folder since (``train_5k.jsonl``, 2026-12-07) changes nothing the row's run read; a row without a
+    record is judged by its scores alone."""
+    files, here = recorded.get("corpus_sha256") or {}, now.get("corpus_sha256") or {}
+    return any(here.get(name) != digest for name, digest in files.items())
 
 
 def reproduction_differences(row: Row, output_dir: Path) -> list[str]:
@@ -336,7 +344,8 @@ def _what_changed(row: Row, now: dict[str, Any]) -> str:
         return "the row predates provenance records: code, packages, corpus and CPU then are unknown"
     # packages: those both records name (rows made before hf_graphtf, datasets and sacrebleu were recorded)
     packages = {name: version for name, version in now["packages"].items() if name in (recorded.get("packages") or {})}
-    changed = [key for key in ("commit", "code_changed_from_commit", "corpus_sha256") if recorded.get(key) != now[key]]
+    changed = [key for key in ("commit", "code_changed_from_commit") if recorded.get(key) != now[key]]
+    changed += ["corpus_sha256"] if corpus_changed(recorded, now) else []
     changed += ["packages"] if recorded.get("packages") != packages else []
     changed += ["cpu"] if cpus_differ(recorded.get("cpu"), now["cpu"]) else []
     return f"changed since the run: {', '.join(changed)}" if changed else "same commit, packages and corpus"
