@@ -223,9 +223,7 @@ def _evaluation_inputs(args: argparse.Namespace) -> tuple[list[str], list[list[s
         references = [[] for _ in sources]
     for refs, added in zip(references, _reference_files(args.references, len(sources), "source sentences")):
         refs.extend(added)
-    if not references or not all(references):
-        raise InputError("no references: give --references FILE [FILE ...] or --corpus with a target side")
-    return sources, references
+    return sources, _require_references(references)
 
 
 def _reference_files(paths: Sequence[str] | None, count: int, what: str) -> list[list[str]]:
@@ -237,8 +235,13 @@ def _reference_files(paths: Sequence[str] | None, count: int, what: str) -> list
             raise InputError(f"{path} has {len(lines)} lines but there are {count} {what}")
         for refs, line in zip(references, lines):
             refs.append(line)
-    if paths is not None and (not references or not all(references)):
-        raise InputError("no references: give --references FILE [FILE ...]")
+    return references
+
+
+def _require_references(references: list[list[str]]) -> list[list[str]]:
+    """``references``, where every sentence has at least one."""
+    if not references or not all(references):
+        raise InputError("no references: give --references FILE [FILE ...] or --corpus with a target side")
     return references
 
 
@@ -264,7 +267,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.hypotheses is not None and args.source is None and args.corpus is None:
         # scoring translations needs no source: only BLEU by source length does
         hypotheses = _read_lines(args.hypotheses)
-        sources, references = None, _reference_files(args.references, len(hypotheses), "hypotheses")
+        sources = None
+        references = _require_references(_reference_files(args.references, len(hypotheses), "hypotheses"))
     else:
         sources, references = _evaluation_inputs(args)
     if args.hypotheses is not None and sources is not None:

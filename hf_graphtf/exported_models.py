@@ -63,9 +63,13 @@ def export_dir(model_dir: str | os.PathLike[str], dtype: str) -> Path:
     return Path(model_dir) / EXPORT_DIR / dtype
 
 
-def store_dir(model_dir: str | os.PathLike[str], dtype: str) -> Path:
-    """Where this user's own build of ``model_dir`` (as its files are now) in ``dtype`` is, for this torch and CPU."""
-    return package_store.current_key(model_digest(model_dir), dtype).folder()
+def store_dir(model_dir: str | os.PathLike[str], dtype: str, digest: str | None = None) -> Path:
+    """Where this user's own build of ``model_dir`` (as its files are now: ``digest``, its `model_digest`, where
+    known) in ``dtype`` is, for this torch and CPU."""
+    import torch
+
+    key = package_store.StoreKey(digest or model_digest(model_dir), dtype, torch.__version__, cpu_instruction_set())
+    return key.folder()
 
 
 _sha256 = package_store.sha256_of
@@ -433,9 +437,13 @@ def find_exported(
 
     if not Path(model_dir).is_dir():  # a Hub id: packages are built from a saved folder
         return PackageLookup(None, f"no exported {dtype} package for {model_dir} (it is not a local folder)", False)
-    digest = model_digest(model_dir)
-    own = package_store.current_key(digest, dtype).folder()
     carried = export_dir(model_dir, dtype)
+    builds = sorted(package_store.store_root().glob(f"*/*/{MANIFEST}"))
+    if not builds and not (carried / MANIFEST).is_file():  # nothing to find: the weights are not hashed
+        found = (Path(model_dir) / EXPORT_DIR).is_dir()
+        return PackageLookup(None, f"no exported {dtype} package for {model_dir} (hf-graphtf export builds one)", found)
+    digest = model_digest(model_dir)
+    own = store_dir(model_dir, dtype, digest)
     if (own / MANIFEST).is_file():
         return _load_found(model, model_dir, dtype, own, "you built", digest)
     if (carried / MANIFEST).is_file():
@@ -443,7 +451,7 @@ def find_exported(
         if not (trusted or package_store.built_here([carried / f"{name}.pt2" for name in GRAPH_NAMES])):
             return PackageLookup(None, package_store.untrusted_line(carried, dtype, str(model_dir)), True)
         return _load_found(model, model_dir, dtype, carried, "the model folder carries", digest)
-    earlier = _earlier_build(model_dir, dtype)
+    earlier = _earlier_build(model_dir, dtype, digest, builds)
     if earlier is not None:
         return PackageLookup(
             None,
@@ -456,17 +464,18 @@ def find_exported(
     return PackageLookup(None, f"no exported {dtype} package for {model_dir} (hf-graphtf export builds one)", others)
 
 
-def _earlier_build(model_dir: str | os.PathLike[str], dtype: str) -> str | None:
-    """When this user's store holds a ``dtype`` build of the folder ``model_dir`` made from other files than it
-    has now (a model trained on, or edited, since): that build's time; else None. It is never used (the store
-    is keyed by the files' digest); the line says why a folder exported before decodes eagerly now."""
+def _earlier_build(model_dir: str | os.PathLike[str], dtype: str, digest: str, builds: list[Path]) -> str | None:
+    """When one of this user's ``builds`` (their manifests) is a ``dtype`` build of the folder ``model_dir`` made
+    from other files than its ``digest`` now (a model trained on, or edited, since): that build's time; else
+    None. It is never used (the store is keyed by the files' digest); the line says why a folder exported
+    before decodes eagerly now. A build of these same files for another torch or CPU is not one."""
     path = str(Path(model_dir).resolve())
-    for manifest in sorted(package_store.store_root().glob(f"*/{dtype}-*/{MANIFEST}")):
+    for manifest in builds:
         try:
             built = ExportManifest.read(manifest.parent)
         except ExportedPackageProblem:
             continue
-        if built.model_path == path:
+        if built.dtype == dtype and built.model_path == path and built.model_digest != digest:
             return built.built
     return None
 

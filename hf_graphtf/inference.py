@@ -353,10 +353,9 @@ def _find_package(
     ``exported`` and a named engine refuse to decode eagerly instead; ``auto`` says why where a package was
     there but not used."""
     from .exported_models import ExportError
-    from .translation_engines import TRANSLATION_ENGINES
+    from .translation_engines import CHOOSERS, TRANSLATION_ENGINES
 
-    named = engine not in ("auto", "exported")
-    engines = [TRANSLATION_ENGINES[engine]] if named else [e for e in TRANSLATION_ENGINES.values() if e.find]
+    engines = list(TRANSLATION_ENGINES.values()) if engine in CHOOSERS else [TRANSLATION_ENGINES[engine]]
     takes = [candidate for candidate in engines if candidate.find and candidate.takes(mode.dtype, device)]
     if not takes:
         if engine != "auto":

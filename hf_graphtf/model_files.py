@@ -98,6 +98,12 @@ def _looks_local(name: str) -> bool:
 
 #: how long the Hub gets to answer before a Hub id is refused (huggingface_hub itself retries for about 45 s)
 HUB_PROBE_SECONDS = 4.0
+#: how long one probe's answer holds: a command checks its model twice (the CLI, then `load_model`; the training
+#: script its config, then its weights), and each would otherwise wait for the Hub again
+_PROBE_HOLDS_SECONDS = 60.0
+_probed: dict[tuple[str, int], tuple[float, bool]] = {}
+#: the Hub ids whose cached copy was said to be used, so that the line comes once a process
+_said_cached: set[str] = set()
 
 
 def check_hub_reachable(name: str) -> None:
@@ -115,11 +121,14 @@ def check_hub_reachable(name: str) -> None:
     if constants.HF_HUB_OFFLINE or proxied:  # through a proxy, a direct connection says nothing
         return
     endpoint = urlparse(constants.ENDPOINT)
-    if _reachable(endpoint.hostname or "", endpoint.port or (443 if endpoint.scheme == "https" else 80)):
+    if _hub_answers(endpoint.hostname or "", endpoint.port or (443 if endpoint.scheme == "https" else 80)):
         return
     cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
     where = f"the Hugging Face Hub ({constants.ENDPOINT}) cannot be reached from this machine"
     if cached:
+        if name in _said_cached:
+            return
+        _said_cached.add(name)
         print(
             f"hf-graphtf: {name}: {where}; using its copy in your Hugging Face cache (HF_HUB_OFFLINE=1 skips the "
             "wait for the Hub)",
@@ -132,6 +141,17 @@ def check_hub_reachable(name: str) -> None:
         "the Hub is reachable (or copy its folder here and give the folder), then set HF_HUB_OFFLINE=1 to load "
         "it from the cache without asking the Hub"
     )
+
+
+def _hub_answers(host: str, port: int) -> bool:
+    """`_reachable`, asked once per `_PROBE_HOLDS_SECONDS`."""
+    import time
+
+    now = time.monotonic()
+    asked = _probed.get((host, port))
+    if asked is None or now - asked[0] > _PROBE_HOLDS_SECONDS:
+        asked = _probed[(host, port)] = (now, _reachable(host, port))
+    return asked[1]
 
 
 def _reachable(host: str, port: int) -> bool:

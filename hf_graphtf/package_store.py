@@ -74,15 +74,6 @@ class StoreKey:
         return store_root() / self.model_digest[:32] / f"{self.dtype}-torch{torch}-{isa}"
 
 
-def current_key(model_digest: str, dtype: str) -> StoreKey:
-    """The key of ``model_digest``'s packages in ``dtype`` for the torch and CPU this process runs on."""
-    import torch
-
-    from .exported_models import cpu_instruction_set
-
-    return StoreKey(model_digest, dtype, torch.__version__, cpu_instruction_set())
-
-
 def _record_folder() -> Path:
     return store_root() / "built"
 
@@ -103,11 +94,6 @@ def built_here(packages: list[Path]) -> bool:
     return bool(packages) and all(path.is_file() and (folder / sha256_of(path)).is_file() for path in packages)
 
 
-def in_store(folder: Path) -> bool:
-    """Whether ``folder`` lies inside this user's store (its packages are this user's own builds)."""
-    return Path(folder).resolve().is_relative_to(store_root().resolve())
-
-
 def untrusted_line(folder: Path, dtype: str, model_dir: str) -> str:
     """The clause for a carried package that is not opened: where it is, why, and how to use it."""
     return (
@@ -124,8 +110,6 @@ __all__ = [
     "TRUST_FLAG",
     "StoreKey",
     "built_here",
-    "current_key",
-    "in_store",
     "record_built",
     "sha256_of",
     "store_root",

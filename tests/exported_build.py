@@ -9,6 +9,7 @@ import hashlib
 import json
 import shutil
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -77,14 +78,13 @@ def build_exported(tmp_path_factory, tokenizer, worker_id: str) -> Built:
     return Built(folder, built["lines"], Path(built["packages"]))
 
 
+@dataclass(frozen=True)
 class Built:
     """What the `exported` fixture built: ``folder`` (the model), ``lines`` (the export's), ``packages``."""
 
-    def __init__(self, folder: Path, lines: list[str], packages: Path) -> None:
-        self.folder, self.lines, self.packages = folder, lines, packages
-
-    def __getitem__(self, index: int):  # ``exported[0]``, the model folder, as the slow tests read it
-        return (self.folder, self.lines)[index]
+    folder: Path
+    lines: list[str]
+    packages: Path
 
 
 TEXTS = ["w5 w6 w7 w8 w9", "", "w13 w14", "w16 w17 w18 w19 w20 w21 w22 w23", "w21"]

@@ -453,7 +453,7 @@ def test_an_int8_export_takes_its_weights_from_the_model_and_translates_a_line_a
 def test_the_int8_graphs_hold_the_int8_layers_and_compute_what_they_compute(exported):
     """Traced from the model loaded in int8, each graph multiplies in int8 (``_int_mm``, no float linear
     product left) and, run as traced, decodes eager int8's tokens: the package compiles these graphs."""
-    _, model = load_model(str(exported[0]), "cpu", "int8", engine="eager")
+    _, model = load_model(str(exported.folder), "cpu", "int8", engine="eager")
     programs = export_graphs(model)
     for name in GRAPH_NAMES:
         targets = [str(node.target) for node in programs[name].graph.nodes if node.op == "call_function"]

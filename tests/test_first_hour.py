@@ -122,6 +122,18 @@ def test_a_hub_id_with_no_hub_in_reach_is_refused_in_one_line_naming_the_offline
     assert time.monotonic() - started < 10
     (line,) = _error_lines(capsys)
     assert "cannot be reached" in line and "HF_HUB_OFFLINE=1" in line
+    # a cached id loads as before, its line once however often a command checks it, the Hub probed once
+    import huggingface_hub
+
+    probes = []
+    monkeypatch.setattr(model_files, "_probed", {})
+    monkeypatch.setattr(model_files, "_said_cached", set())
+    monkeypatch.setattr(model_files, "_reachable", lambda host, port: probes.append(host) or False)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda name, file: "/cache/config.json")
+    for _ in range(2):
+        model_files.check_hub_reachable("Helsinki-NLP/opus-mt-es-en")
+    said = [line for line in capsys.readouterr().err.splitlines() if "using its copy" in line]
+    assert len(said) == 1 and "HF_HUB_OFFLINE=1" in said[0] and probes == ["127.0.0.1"]
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(model_files, "_reachable", lambda host, port: pytest.fail("probed the Hub while offline"))
     model_files.check_hub_reachable("Helsinki-NLP/opus-mt-es-en")

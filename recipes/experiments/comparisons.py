@@ -30,6 +30,16 @@ def training_splits() -> dict[str, tuple[str, float]]:
     return {**named, "train": ("full train set", math.inf)}
 
 
+def split_label(split: str) -> str:
+    """How the pages name a training split (``5K pairs``; a split of no Bible corpus by its own name)."""
+    return training_splits().get(split, (split,))[0]
+
+
+def split_pairs(split: str) -> float:
+    """A training split's pairs (`training_splits`), the order sizes are set in; infinity where unknown."""
+    return training_splits().get(split, ("", math.inf))[1]
+
+
 def t_quantile(probability: float, df: int) -> float:
     """The ``probability`` quantile of Student's t with ``df`` degrees of freedom (SciPy's)."""
     from scipy.stats import t
@@ -303,7 +313,7 @@ def budget_label(grid: Grid, size: str, with_pair: bool = False) -> str:
     more than one."""
     values = {**grid.common, **grid.sizes[size]}
     split = values.get("train_split", "train")
-    data = training_splits().get(split, (split,))[0]
+    data = split_label(split)
     data = f"{grid.pair} {data}" if with_pair else data
     if trains_to_plateau(grid, size):
         return f"{data}, to a plateau"
@@ -351,8 +361,7 @@ def budgets_table(grids: list[Grid], variants: tuple[str, ...]) -> list[str]:
                 speeds[variant] += speed_ratios(rows_by, variant, [size], lambda row, g=grid: training_speed(g, row))
     # by language pair (as the grids come), then by training split (smallest first: 5K, 10K, the full set),
     # then by training length, a plateau last
-    pairs_in = {split: pairs for split, (_, pairs) in training_splits().items()}
-    columns.sort(key=lambda column: (column[1], pairs_in.get(column[2], math.inf), column[2], column[3]))
+    columns.sort(key=lambda column: (column[1], split_pairs(column[2]), column[2], column[3]))
     labels = [column[0] for column in columns]
     header = ["variant", *[f"Δ BLEU, {label}" for label in labels], "extra parameters", "training speed (pairs)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -436,12 +445,9 @@ def seed_verdict(deltas: list[float]) -> str:
 
 def sizes_by_pairs(grid: Grid) -> list[str]:
     """The grid's sizes, smallest training split first (`training_splits`), as the budgets table orders them."""
-    pairs_in = {split: pairs for split, (_, pairs) in training_splits().items()}
-
-    def pairs(size: str) -> float:
-        return pairs_in.get({**grid.common, **grid.sizes[size]}.get("train_split", "train"), math.inf)
-
-    return sorted(grid.sizes, key=pairs)
+    return sorted(
+        grid.sizes, key=lambda size: split_pairs({**grid.common, **grid.sizes[size]}.get("train_split", "train"))
+    )
 
 
 def plateau_deltas(grid: Grid, variant: str) -> list[tuple[str, list[float]]]:

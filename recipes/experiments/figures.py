@@ -71,11 +71,11 @@ def plot_delta_by_size(grid: Grid, variant: str, path: Path) -> Path | None:
     its seed-level 95% interval (a point alone where one seed ran), and the paper's points beside them
     (`PAPER_LINK_GAINS`), on one axis of sizes smallest first. None where no size trained to a plateau has a
     compared seed."""
-    from .comparisons import plateau_deltas, seed_interval, training_splits
+    from .comparisons import plateau_deltas, seed_interval, split_label
 
-    ours = [(training_splits().get(split, (split,))[0], deltas) for split, deltas in plateau_deltas(grid, variant)]
+    ours = [(split_label(split), deltas) for split, deltas in plateau_deltas(grid, variant)]
     if not ours:
-        return _save(None, None, None)
+        return None
     labels = sorted({label for label, _ in ours} | {label for label, _ in PAPER_LINK_GAINS}, key=_size_rank)
     plt = _plt()
     figure, axes = plt.subplots(figsize=(7, 4))
@@ -118,8 +118,7 @@ def _save(plt, figure, path: Path | None) -> Path | None:
     if path is not None:
         figure.tight_layout()
         figure.savefig(path, dpi=120)
-    if plt is not None:
-        plt.close(figure)
+    plt.close(figure)
     return path
 
 
