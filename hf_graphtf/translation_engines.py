@@ -108,6 +108,27 @@ register_engine(
     )
 )
 
+
+def _runtime_engine(name: str, description: str) -> TranslationEngine:
+    """The record of a runtime reached through ``transformers.exporters`` (`translation.runtimes`): its exports
+    are data (ONNX, OpenVINO IR), so loading one runs no code and needs no trust."""
+
+    def build(*args: Any, **kwargs: Any) -> Path:
+        from .translation.runtimes import export_runtime
+
+        return export_runtime(*args, engine=name, **kwargs)
+
+    def find(*args: Any, **kwargs: Any) -> Any:
+        from .translation.runtimes import find_runtime
+
+        return find_runtime(*args, engine=name, **kwargs)
+
+    return TranslationEngine(name, description, formats=("fp32",), devices=("cpu",), build=build, find=find)
+
+
+register_engine(_runtime_engine("onnx", "ONNX Runtime, through transformers.exporters (CPU; data, no trust asked)"))
+register_engine(_runtime_engine("openvino", "OpenVINO, through transformers.exporters (CPU; data, no trust asked)"))
+
 __all__ = [
     "CHOOSERS",
     "TRANSLATION_ENGINES",
