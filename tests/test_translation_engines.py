@@ -17,7 +17,7 @@ def test_the_built_in_engines_say_what_they_take_and_whether_loading_runs_code()
     assert not eager.exports and not eager.runs_code and eager.takes("fp16", "cuda")
     assert aoti.exports and aoti.runs_code and aoti.takes("int8", "cpu")
     assert not aoti.takes("fp16", "cpu") and not aoti.takes("fp32", "cuda:0")
-    assert translation_engines.engine_choices() == ("auto", "exported", "eager", "aoti")
+    assert translation_engines.engine_choices() == ("auto", "exported", "eager", "aoti", "onnx", "openvino")
     with pytest.raises(ValueError, match="registered already"):
         register_engine(TranslationEngine("auto", "a chooser's name"))
 

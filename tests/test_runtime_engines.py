@@ -1,0 +1,152 @@
+"""The onnx and openvino engines (`translation.runtimes`): a model's graphs through Transformers' own exporters,
+written so that ``transformers.exporters.ExportedModel.from_pretrained`` loads them, decoding as `generate` does
+in fp32, used from a folder copied from elsewhere without any trust flag, and refused in one line where the
+runtime is missing.
+
+Exporting is tens of seconds a graph, so every test that builds is behind the slow marker; CI's pinned leg runs
+them (`.ci/run`: ``pytest -m slow tests/test_runtime_engines.py``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+from exported_build import ending_model, sources, translate_with
+
+from hf_graphtf import cli
+from hf_graphtf.exported_models import ExportError
+from hf_graphtf.inference import load_model
+from hf_graphtf.self_check import matrix
+from hf_graphtf.translation import runtimes
+from hf_graphtf.translation_engines import TRANSLATION_ENGINES
+
+ENGINES = tuple(runtimes.RUNTIMES)
+SEARCHES = {
+    "greedy": {"num_beams": 1},
+    "beam": {"num_beams": 3, "length_penalty": 0.6, "min_new_tokens": 2},
+}
+
+
+def test_each_runtime_is_an_engine_whose_exports_are_data():
+    for name in ENGINES:
+        engine = TRANSLATION_ENGINES[name]
+        assert engine.exports and not engine.runs_code
+        assert engine.takes("fp32", "cpu") and not engine.takes("fp32", "cuda") and not engine.takes("int8", "cpu")
+
+
+def test_a_missing_runtime_is_refused_in_one_line_and_the_other_engines_remain(
+    monkeypatch, tmp_path, tiny_tokenizer, capsys
+):
+    real = runtimes.importlib.util.find_spec
+    monkeypatch.setattr(
+        runtimes.importlib.util, "find_spec", lambda name, *a: None if name == "openvino" else real(name, *a)
+    )
+    assert runtimes.runtime_problem("openvino") == (
+        "the openvino engine needs openvino, not installed: pip install 'hf-graphtf[openvino]'"
+    )
+    folder = _save(tmp_path, tiny_tokenizer, "marian", "vanilla")
+    capsys.readouterr()
+    assert cli.main(["export", "--model", str(folder), "--engine", "openvino"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'hf-graphtf[openvino]'" in err and len(err.strip().splitlines()) == 1
+    assert "openvino" in TRANSLATION_ENGINES and "aoti" in TRANSLATION_ENGINES
+
+
+def _save(tmp_path, tokenizer, family: str, name: str):
+    model = ending_model(family, name)
+    folder = tmp_path / f"{family}-{name}"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def linked(tmp_path_factory, tiny_tokenizer):
+    """A tiny linked Marian (cumulative link in encoder and decoder) exported for every runtime."""
+    for engine in ENGINES:
+        if problem := runtimes.runtime_problem(engine):
+            pytest.skip(problem)
+    folder = _save(tmp_path_factory.mktemp("runtimes"), tiny_tokenizer, "marian", "al-both-cum")
+    lines: list[str] = []
+    for engine in ENGINES:
+        runtimes.export_runtime(folder, "fp32", engine=engine, progress=lines.append)
+    return folder, lines
+
+
+def _generates_alike(folder, engine: str) -> None:
+    """The engine's decoding gives `generate`'s tokens, greedy and beam, with sentences that end early."""
+    _, model = load_model(str(folder), "cpu", "fp32", engine=engine)
+    assert model.exported_decoding is not None, model.translation_mode.reason
+    input_ids, attention_mask = sources()
+    for search, options in SEARCHES.items():
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, **options)
+        with torch.inference_mode():
+            eager = model.generate(**kwargs)
+            exported = model.exported_decoding.generate(model, **kwargs)
+        assert torch.equal(exported, eager), f"{engine} {search}:\n{exported}\n{eager}"
+        assert (eager[:, 1:-1] == matrix.EOS).any(), "no sentence ended early"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES)
+def test_each_runtime_decodes_as_generate(linked, engine):
+    folder, lines = linked
+    assert any("the decoder step graph (2/2)" in line and runtimes.RUNTIMES[engine].label in line for line in lines)
+    _generates_alike(folder, engine)
+    eager, _ = translate_with(folder, "eager")
+    translated, model = translate_with(folder, engine)
+    assert translated == eager
+    assert f"decoding with {runtimes.RUNTIMES[engine].label}" in model.translation_mode.reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES)
+def test_transformers_loads_what_an_export_writes(linked, engine):
+    from transformers.exporters import ExportedModel
+
+    from hf_graphtf.export_graphs import graph_inputs
+
+    folder, _ = linked
+    exported = ExportedModel.from_pretrained(
+        runtimes.runtime_dir(folder, engine, "fp32"), **runtimes.RUNTIMES[engine].runner_options()
+    )
+    assert sorted(exported.components) == ["decoder_step", "encoder"]
+    _, model = load_model(str(folder), "cpu", "fp32", engine="eager")
+    module, args, _ = graph_inputs(model)["encoder"]
+    got = exported.runners["encoder"](inputs_embeds=args[0], attention_mask=args[1])
+    for ours, theirs in zip(got, module(*args)):
+        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_a_copied_folder_translates_without_any_trust_flag(linked, tmp_path, monkeypatch):
+    """Copied to another place, with a store that holds nothing of this user's, the ONNX export is used as it is:
+    data, never asked to be trusted; and a copy whose weights changed is not used, and says why."""
+    from hf_graphtf import package_store
+
+    monkeypatch.setenv(package_store.CACHE_ENV, str(tmp_path / "store"))
+    monkeypatch.delenv(package_store.TRUST_ENV, raising=False)
+    copy = tmp_path / "copy"
+    shutil.copytree(linked[0], copy)
+    translated, model = translate_with(copy, "auto")
+    assert "decoding with ONNX Runtime" in model.translation_mode.reason
+    assert translated == translate_with(copy, "eager")[0]
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "dropout": 0.3}))
+    _, model = translate_with(copy, "auto")
+    assert model.exported_decoding is None
+    assert "onnx fp32 export" in model.translation_mode.reason and "changed since" in model.translation_mode.reason
+    with pytest.raises(ExportError, match="changed since it was exported"):
+        load_model(str(copy), "cpu", "fp32", engine="onnx")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family,name", [("bart", "graph-half-gate"), ("m2m_100", "al-dec-cum-gate")])
+def test_the_other_families_export_to_onnx_and_decode_as_generate(tmp_path, tiny_tokenizer, family, name):
+    if problem := runtimes.runtime_problem("onnx"):
+        pytest.skip(problem)
+    folder = _save(tmp_path, tiny_tokenizer, family, name)
+    runtimes.export_runtime(folder, "fp32", engine="onnx", progress=lambda line: None)
+    _generates_alike(folder, "onnx")
