@@ -274,6 +274,10 @@ def _end_to_end_jobs(
         output = work / f"out-{mode}-exported.txt"
         command = [*translate, "--dtype", mode, "--engine", "exported", "--output", str(output)]
         jobs.append((f"hf-graphtf translate, linked, --dtype {mode} --engine exported", command, output, {}))
+    for engine in args.runtimes:
+        output = work / f"out-fp32-{engine}.txt"
+        command = [*translate, "--dtype", "fp32", "--engine", engine, "--output", str(output)]
+        jobs.append((f"hf-graphtf translate, linked, --dtype fp32 --engine {engine}", command, output, {}))
     for mode in args.compiled:
         # one compiler cache per mode, thread count and beam size, empty until its first run
         cache = {"TORCHINDUCTOR_CACHE_DIR": str(work / f"compiler-cache-{mode}-{threads}-{beams}")}
@@ -293,6 +297,26 @@ def ctranslate2_version() -> str:
     import ctranslate2
 
     return ctranslate2.__version__
+
+
+def _runtime_systems(args, folder: Path, models: dict[str, torch.nn.Module], sizes: list[list[str]]) -> None:
+    """The linked model exported for each of ``--runtimes`` (`hf_graphtf.translation.runtimes`), once, before
+    anything is timed: its system in ``models`` and its build, size and load time in ``sizes``."""
+    from hf_graphtf.translation.runtimes import export_runtime
+
+    for engine in args.runtimes:
+        began = time.perf_counter()
+        target = export_runtime(folder, "fp32", engine=engine, progress=lambda line: print(line, file=sys.stderr))
+        built = time.perf_counter() - began
+        began = time.perf_counter()
+        _, model = load_model(str(folder), args.device, "fp32", engine=engine)
+        loaded = time.perf_counter() - began
+        stored = sum(path.stat().st_size for path in target.iterdir() if path.suffix in (".data", ".bin")) / 1e6
+        sizes.append(
+            [f"linked fp32, {engine}", f"{built:.0f}", f"{stored:.0f} (weights in the export)", f"{loaded:.1f}"]
+        )
+        if not args.end_to_end_only:
+            models[f"linked (attention_link=both) fp32, {engine}"] = model
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -334,6 +358,14 @@ def main(argv: list[str] | None = None) -> None:
         metavar="MODES",
         help="also the linked model exported (hf-graphtf export) in these formats (without a value: bf16), "
         "its build time said apart",
+    )
+    parser.add_argument(
+        "--runtimes",
+        type=lambda spec: [name for name in spec.split(",") if name],
+        default=[],
+        metavar="ENGINES",
+        help="also the linked model exported for these runtime engines (onnx,openvino: hf-graphtf export --engine), "
+        "in fp32, its export time said apart",
     )
     parser.add_argument("--steps", type=int, default=3, help="measured calls per system (after warm-up)")
     parser.add_argument("--warmup", type=int, default=1)
@@ -405,8 +437,9 @@ def measure(args: argparse.Namespace, work: Path) -> None:
         )
         if not args.end_to_end_only:
             models[f"linked (attention_link=both) {mode}, exported"] = model
+    _runtime_systems(args, folders["linked"], models, sizes)
     fp32_megabytes = folder_megabytes(folders["linked"], "*.safetensors")
-    if args.exported:
+    if args.exported or args.runtimes:
         sizes.append(["the model's safetensors (fp32)", "–", f"{fp32_megabytes:.0f}", "–"])
         for quantization, folder in ct2.items():
             sizes.append([f"CTranslate2 {quantization}", "–", f"{folder_megabytes(folder, 'model.bin'):.0f}", "–"])
