@@ -530,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         help="write the packages to OUTPUT/<dtype>/ to carry to another machine (with the same torch and CPU "
         f"instruction set), where they go in MODEL/exported/ and run with {TRUST_FLAG}; default: your own "
-        "store (~/.cache/hf_graphtf/exported, or $HF_GRAPHTF_CACHE/exported), which translate uses unasked",
+        "store (~/.cache/hf_graphtf/exported, or $HF_GRAPHTF_CACHE/exported), which translate uses unasked. "
+        "onnx and openvino write data, not code: to OUTPUT/<engine>-<dtype>/, by default MODEL/exported/ itself",
     )
     export.set_defaults(func=cmd_export)
 

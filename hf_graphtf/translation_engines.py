@@ -109,9 +109,11 @@ register_engine(
 )
 
 
-def _runtime_engine(name: str, description: str) -> TranslationEngine:
-    """The record of a runtime reached through ``transformers.exporters`` (`translation.runtimes`): its exports
-    are data (ONNX, OpenVINO IR), so loading one runs no code and needs no trust."""
+def _runtime_engine(name: str) -> TranslationEngine:
+    """The record of a runtime reached through ``transformers.exporters`` (`translation.runtimes.RUNTIMES`, which
+    says its formats and its line): its exports are data (ONNX, OpenVINO IR), so loading one runs no code and
+    needs no trust."""
+    from .translation.runtimes import RUNTIMES
 
     def build(*args: Any, **kwargs: Any) -> Path:
         from .translation.runtimes import export_runtime
@@ -123,11 +125,14 @@ def _runtime_engine(name: str, description: str) -> TranslationEngine:
 
         return find_runtime(*args, engine=name, **kwargs)
 
-    return TranslationEngine(name, description, formats=("fp32",), devices=("cpu",), build=build, find=find)
+    runtime = RUNTIMES[name]
+    return TranslationEngine(
+        name, runtime.description, formats=runtime.formats, devices=("cpu",), build=build, find=find
+    )
 
 
-register_engine(_runtime_engine("onnx", "ONNX Runtime, through transformers.exporters (CPU; data, no trust asked)"))
-register_engine(_runtime_engine("openvino", "OpenVINO, through transformers.exporters (CPU; data, no trust asked)"))
+register_engine(_runtime_engine("onnx"))
+register_engine(_runtime_engine("openvino"))
 
 __all__ = [
     "CHOOSERS",

@@ -13,11 +13,11 @@ import shutil
 
 import pytest
 import torch
-from exported_build import ending_model, sources, translate_with
+from exported_build import TEXTS, ending_model, sources, translate_with
 
 from hf_graphtf import cli
 from hf_graphtf.exported_models import ExportError
-from hf_graphtf.inference import load_model
+from hf_graphtf.inference import load_model, translate_texts
 from hf_graphtf.self_check import matrix
 from hf_graphtf.translation import runtimes
 from hf_graphtf.translation_engines import TRANSLATION_ENGINES
@@ -33,7 +33,8 @@ def test_each_runtime_is_an_engine_whose_exports_are_data():
     for name in ENGINES:
         engine = TRANSLATION_ENGINES[name]
         assert engine.exports and not engine.runs_code
-        assert engine.takes("fp32", "cpu") and not engine.takes("fp32", "cuda") and not engine.takes("int8", "cpu")
+        assert engine.takes("fp32", "cpu") and not engine.takes("fp32", "cuda") and not engine.takes("bf16", "cpu")
+        assert engine.takes("int8", "cpu") == ("int8" in runtimes.RUNTIMES[name].quantizers)
 
 
 def test_a_missing_runtime_is_refused_in_one_line_and_the_other_engines_remain(
@@ -140,6 +141,23 @@ def test_a_copied_folder_translates_without_any_trust_flag(linked, tmp_path, mon
     assert "onnx fp32 export" in model.translation_mode.reason and "changed since" in model.translation_mode.reason
     with pytest.raises(ExportError, match="changed since it was exported"):
         load_model(str(copy), "cpu", "fp32", engine="onnx")
+
+
+@pytest.mark.slow
+def test_an_onnx_int8_export_quantizes_the_products_and_says_how(linked):
+    import onnx
+
+    folder, _ = linked
+    target = runtimes.export_runtime(folder, "int8", engine="onnx", progress=lambda line: None)
+    ops = {node.op_type for node in onnx.load(target / "decoder_step.onnx", load_external_data=False).graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
+    tokenizer, model = load_model(str(folder), "cpu", "int8", engine="onnx")
+    assert "decoding with ONNX Runtime" in model.translation_mode.reason
+    assert "activations scaled per tensor" in model.translation_mode.reason
+    translated = translate_texts(tokenizer, model, TEXTS, progress=False, batch_size=2, max_new_tokens=10)
+    assert len(translated) == len(TEXTS) and any(translated)
+    with pytest.raises(ExportError, match="exports fp32, not int8"):
+        runtimes.export_runtime(folder, "int8", engine="openvino")
 
 
 @pytest.mark.slow

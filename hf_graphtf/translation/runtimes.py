@@ -51,6 +51,22 @@ class Runtime:
     extra: str
     config_options: dict[str, Any] = field(default_factory=dict)
     runner_options: Callable[[], dict[str, Any]] = dict
+    #: the formats it exports beyond fp32, each with the exporters' quantizer that makes it from the fp32 graphs
+    quantizers: dict[str, Callable[[], Any]] = field(default_factory=dict)
+    #: said in ``--help`` and on the results page about its int8
+    int8_note: str = ""
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        return ("fp32", *self.quantizers)
+
+    @property
+    def description(self) -> str:
+        """The engine's one line (``--engine``'s help)."""
+        int8 = f"; int8: {self.int8_note}" if self.int8_note else ""
+        return (
+            f"{self.label}, through transformers.exporters (CPU; data, no trust asked; {', '.join(self.formats)}{int8})"
+        )
 
 
 def _onnx_runner_options() -> dict[str, Any]:
@@ -72,6 +88,14 @@ def _openvino_runner_options() -> dict[str, Any]:
     return {"config": {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": torch.get_num_threads()}}
 
 
+def _onnx_int8_quantizer() -> Any:
+    """ONNX Runtime's dynamic quantization of the products: int8 weights with a scale per output channel,
+    activations quantized as each product runs (one scale per tensor: ONNX Runtime offers no scale per row)."""
+    from transformers.exporters import OnnxRuntimeDynamicConfig, OnnxRuntimeQuantizer
+
+    return OnnxRuntimeQuantizer(OnnxRuntimeDynamicConfig(per_channel=True, op_types_to_quantize=["MatMul"]))
+
+
 RUNTIMES: dict[str, Runtime] = {
     "onnx": Runtime(
         "onnx",
@@ -81,6 +105,9 @@ RUNTIMES: dict[str, Runtime] = {
         ("onnx", "onnxscript", "onnxruntime"),
         "onnx",
         runner_options=_onnx_runner_options,
+        quantizers={"int8": _onnx_int8_quantizer},
+        int8_note="int8 weights per output channel, activations scaled per tensor (ONNX Runtime's dynamic "
+        "quantization has no scale per row), so a line's int8 translation may depend on its batch",
     ),
     "openvino": Runtime(
         "openvino",
@@ -166,7 +193,10 @@ def export_runtime(
         raise ExportError(f"{model_dir}: export needs a saved model folder (the graphs are built from its files)")
     target = Path(output) / f"{engine}-{dtype}" if output is not None else runtime_dir(folder, engine, dtype)
     started = time.perf_counter()
-    _, model = load_model(str(folder), "cpu", dtype, engine="eager")
+    if dtype not in runtime.formats:
+        raise ExportError(f"the {engine} engine exports {', '.join(runtime.formats)}, not {dtype}")
+    # traced in fp32; another format is made from those graphs by the exporters' quantizer
+    _, model = load_model(str(folder), "cpu", "fp32", engine="eager")
     summary = _model_summary(model)
     exporter = getattr(exporters, runtime.exporter)()
     config_class = getattr(exporters, runtime.config)
@@ -176,9 +206,9 @@ def export_runtime(
         say(f"exporting {summary} to {runtime.label}: the {name.replace('_', ' ')} graph ({index}/{len(graphs)})")
         try:
             with torch.no_grad():
-                exported = exporter.export(
-                    module, _graph_kwargs(module, args), config_class(dynamic_shapes=shapes, **runtime.config_options)
-                )
+                quantizer = runtime.quantizers[dtype]() if dtype in runtime.quantizers else None
+                config = config_class(dynamic_shapes=shapes, quantizer=quantizer, **runtime.config_options)
+                exported = exporter.export(module, _graph_kwargs(module, args), config)
         except Exception as error:  # the exporters' failures are deep; the first line names the cause
             raise ExportError(f"{summary} cannot be exported to {runtime.label}: {named_first_line(error)}") from error
         components[name] = exported.components["model"]
@@ -247,6 +277,8 @@ def find_runtime(
     decoding = ExportedDecoding(graphs, description=f"{RUNTIMES[engine].label} {dtype}")
     seconds = time.perf_counter() - started
     clause = f"decoding with {RUNTIMES[engine].label} ({engine} {dtype} export in {folder}, loaded in {seconds:.1f} s)"
+    if dtype in RUNTIMES[engine].quantizers:
+        clause += f"; {RUNTIMES[engine].int8_note}"
     return PackageLookup(decoding, clause, True)
 
 
