@@ -122,7 +122,7 @@ def test_transformers_loads_what_an_export_writes(linked, engine):
 
 
 @pytest.mark.slow
-def test_a_copied_folder_translates_without_any_trust_flag(linked, tmp_path, monkeypatch):
+def test_a_copied_folder_translates_without_any_trust_flag(linked, tmp_path, monkeypatch, capsys):
     """Copied to another place, with a store that holds nothing of this user's, the ONNX export is used as it is:
     data, never asked to be trusted; and a copy whose weights changed is not used, and says why."""
     from hf_graphtf import package_store
@@ -134,6 +134,12 @@ def test_a_copied_folder_translates_without_any_trust_flag(linked, tmp_path, mon
     translated, model = translate_with(copy, "auto")
     assert "decoding with ONNX Runtime" in model.translation_mode.reason
     assert translated == translate_with(copy, "eager")[0]
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    argv = ["translate", "--model", str(copy), "--input", str(tmp_path / "in.txt"), "--max-new-tokens", "10"]
+    for engine in ("openvino", "eager"):
+        assert cli.main([*argv, "--dtype", "fp32", "--engine", engine, "--output", str(tmp_path / engine)]) == 0
+    assert (tmp_path / "openvino").read_text() == (tmp_path / "eager").read_text()
+    assert "decoding with OpenVINO" in capsys.readouterr().err
     config = json.loads((copy / "config.json").read_text())
     (copy / "config.json").write_text(json.dumps({**config, "dropout": 0.3}))
     _, model = translate_with(copy, "auto")

@@ -18,6 +18,7 @@ runners and quantizers. `runtime_problem` says in one line what is missing, and 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import json
@@ -205,7 +206,8 @@ def export_runtime(
     for index, (name, (module, args, shapes)) in enumerate(graphs.items(), 1):
         say(f"exporting {summary} to {runtime.label}: the {name.replace('_', ' ')} graph ({index}/{len(graphs)})")
         try:
-            with torch.no_grad():
+            # torch.onnx prints its stages to standard output, which translate and pipes keep for text
+            with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):
                 quantizer = runtime.quantizers[dtype]() if dtype in runtime.quantizers else None
                 config = config_class(dynamic_shapes=shapes, quantizer=quantizer, **runtime.config_options)
                 exported = exporter.export(module, _graph_kwargs(module, args), config)

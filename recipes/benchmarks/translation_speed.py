@@ -274,10 +274,10 @@ def _end_to_end_jobs(
         output = work / f"out-{mode}-exported.txt"
         command = [*translate, "--dtype", mode, "--engine", "exported", "--output", str(output)]
         jobs.append((f"hf-graphtf translate, linked, --dtype {mode} --engine exported", command, output, {}))
-    for engine in args.runtimes:
-        output = work / f"out-fp32-{engine}.txt"
-        command = [*translate, "--dtype", "fp32", "--engine", engine, "--output", str(output)]
-        jobs.append((f"hf-graphtf translate, linked, --dtype fp32 --engine {engine}", command, output, {}))
+    for engine, dtype in args.runtimes:
+        output = work / f"out-{dtype}-{engine}.txt"
+        command = [*translate, "--dtype", dtype, "--engine", engine, "--output", str(output)]
+        jobs.append((f"hf-graphtf translate, linked, --dtype {dtype} --engine {engine}", command, output, {}))
     for mode in args.compiled:
         # one compiler cache per mode, thread count and beam size, empty until its first run
         cache = {"TORCHINDUCTOR_CACHE_DIR": str(work / f"compiler-cache-{mode}-{threads}-{beams}")}
@@ -304,19 +304,19 @@ def _runtime_systems(args, folder: Path, models: dict[str, torch.nn.Module], siz
     anything is timed: its system in ``models`` and its build, size and load time in ``sizes``."""
     from hf_graphtf.translation.runtimes import export_runtime
 
-    for engine in args.runtimes:
+    for engine, dtype in args.runtimes:
         began = time.perf_counter()
-        target = export_runtime(folder, "fp32", engine=engine, progress=lambda line: print(line, file=sys.stderr))
+        target = export_runtime(folder, dtype, engine=engine, progress=lambda line: print(line, file=sys.stderr))
         built = time.perf_counter() - began
         began = time.perf_counter()
-        _, model = load_model(str(folder), args.device, "fp32", engine=engine)
+        _, model = load_model(str(folder), args.device, dtype, engine=engine)
         loaded = time.perf_counter() - began
         stored = sum(path.stat().st_size for path in target.iterdir() if path.suffix in (".data", ".bin")) / 1e6
         sizes.append(
-            [f"linked fp32, {engine}", f"{built:.0f}", f"{stored:.0f} (weights in the export)", f"{loaded:.1f}"]
+            [f"linked {dtype}, {engine}", f"{built:.0f}", f"{stored:.0f} (weights in the export)", f"{loaded:.1f}"]
         )
         if not args.end_to_end_only:
-            models[f"linked (attention_link=both) fp32, {engine}"] = model
+            models[f"linked (attention_link=both) {dtype}, {engine}"] = model
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -361,11 +361,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--runtimes",
-        type=lambda spec: [name for name in spec.split(",") if name],
+        type=lambda spec: [tuple(f"{name}:fp32".split(":")[:2]) for name in spec.split(",") if name],
         default=[],
         metavar="ENGINES",
-        help="also the linked model exported for these runtime engines (onnx,openvino: hf-graphtf export --engine), "
-        "in fp32, its export time said apart",
+        help="also the linked model exported for these runtime engines, each ENGINE or ENGINE:DTYPE (onnx,openvino,"
+        "onnx:int8: hf-graphtf export --engine ENGINE --dtype DTYPE, fp32 by default), its export time said apart",
     )
     parser.add_argument("--steps", type=int, default=3, help="measured calls per system (after warm-up)")
     parser.add_argument("--warmup", type=int, default=1)
