@@ -140,12 +140,18 @@ def test_a_copied_folder_translates_without_any_trust_flag(linked, tmp_path, mon
         assert cli.main([*argv, "--dtype", "fp32", "--engine", engine, "--output", str(tmp_path / engine)]) == 0
     assert (tmp_path / "openvino").read_text() == (tmp_path / "eager").read_text()
     assert "decoding with OpenVINO" in capsys.readouterr().err
-    config = json.loads((copy / "config.json").read_text())
-    (copy / "config.json").write_text(json.dumps({**config, "dropout": 0.3}))
+    original = (copy / "config.json").read_text()
+    (copy / "config.json").write_text(json.dumps({**json.loads(original), "dropout": 0.3}))
     _, model = translate_with(copy, "auto")
     assert model.exported_decoding is None
     assert "onnx fp32 export" in model.translation_mode.reason and "changed since" in model.translation_mode.reason
     with pytest.raises(ExportError, match="changed since it was exported"):
+        load_model(str(copy), "cpu", "fp32", engine="onnx")
+    (copy / "config.json").write_text(original)
+    (runtimes.runtime_dir(copy, "onnx", "fp32") / "decoder_step.onnx").write_bytes(b"not a graph")
+    _, model = translate_with(copy, "auto")  # the next engine whose export loads: OpenVINO's
+    assert "decoding with OpenVINO" in model.translation_mode.reason
+    with pytest.raises(ExportError, match="does not load"):
         load_model(str(copy), "cpu", "fp32", engine="onnx")
 
 

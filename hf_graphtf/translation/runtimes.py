@@ -272,9 +272,14 @@ def find_runtime(
     if misfit := _misfit(folder, engine, dtype, model_dir):
         return PackageLookup(None, f"the {engine} {dtype} export in {folder} does not fit: {misfit}", True)
     started = time.perf_counter()
-    exported = exporters.ExportedModel.from_pretrained(
-        folder, local_files_only=True, **RUNTIMES[engine].runner_options()
-    )
+    try:  # a folder from elsewhere may hold anything: what does not load is said, not raised
+        exported = exporters.ExportedModel.from_pretrained(
+            folder, local_files_only=True, **RUNTIMES[engine].runner_options()
+        )
+    except Exception as error:
+        return PackageLookup(
+            None, f"the {engine} {dtype} export in {folder} does not load ({named_first_line(error)})", True
+        )
     graphs = {name: _RunnerGraph(runner) for name, runner in exported.runners.items()}
     decoding = ExportedDecoding(graphs, description=f"{RUNTIMES[engine].label} {dtype}")
     seconds = time.perf_counter() - started
