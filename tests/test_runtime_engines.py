@@ -55,6 +55,21 @@ def test_a_missing_runtime_is_refused_in_one_line_and_the_other_engines_remain(
     assert "openvino" in TRANSLATION_ENGINES and "aoti" in TRANSLATION_ENGINES
 
 
+def test_a_second_export_to_a_folder_is_refused_while_one_runs(tmp_path, tiny_tokenizer):
+    """As for the aoti engine: a second export would delete the first's building folder, so it is refused before
+    it loads anything, naming the folder."""
+    from hf_graphtf.folder_lock import FolderInUseError, hold_folder
+
+    if problem := runtimes.runtime_problem("onnx"):
+        pytest.skip(problem)
+    folder = _save(tmp_path, tiny_tokenizer, "marian", "vanilla")
+    target = runtimes.runtime_dir(folder, "onnx", "fp32")
+    with hold_folder(target.parent, f".export-{target.name}.lock", lambda holder: holder):  # a live export
+        with pytest.raises(FolderInUseError, match=f"{folder} is being exported for onnx in fp32 to {target}"):
+            runtimes.export_runtime(folder, "fp32", engine="onnx")
+    assert not target.exists()
+
+
 def _save(tmp_path, tokenizer, family: str, name: str):
     model = ending_model(family, name)
     folder = tmp_path / f"{family}-{name}"

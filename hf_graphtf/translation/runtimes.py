@@ -34,8 +34,12 @@ from typing import Any
 
 from ..errors import named_first_line
 from ..exported_models import EXPORT_DIR, ExportError, PackageLookup, model_digest
+from ..folder_lock import hold_folder
 
-#: what hf_graphtf records beside ``ExportedModel``'s own ``export.json``: what the graphs were built from
+#: the manifest ``ExportedModel.save_pretrained`` writes (``transformers.exporters.base.EXPORT_MANIFEST_FILE``,
+#: named here so that a folder is looked at without importing the exporters, which older releases lack)
+EXPORTERS_MANIFEST = "export.json"
+#: what hf_graphtf records beside it: what the graphs were built from
 RUNTIME_MANIFEST = "hf_graphtf_export.json"
 
 
@@ -97,8 +101,8 @@ def _onnx_int8_quantizer() -> Any:
     return OnnxRuntimeQuantizer(OnnxRuntimeDynamicConfig(per_channel=True, op_types_to_quantize=["MatMul"]))
 
 
-RUNTIMES: dict[str, Runtime] = {
-    "onnx": Runtime(
+_RUNTIME_RECORDS = (
+    Runtime(
         "onnx",
         "ONNX Runtime",
         "OnnxExporter",
@@ -110,7 +114,7 @@ RUNTIMES: dict[str, Runtime] = {
         int8_note="int8 weights per output channel, activations scaled per tensor (ONNX Runtime's dynamic "
         "quantization has no scale per row), so a line's int8 translation may depend on its batch",
     ),
-    "openvino": Runtime(
+    Runtime(
         "openvino",
         "OpenVINO",
         "OpenVINOExporter",
@@ -121,7 +125,9 @@ RUNTIMES: dict[str, Runtime] = {
         config_options={"stateful": False},
         runner_options=_openvino_runner_options,
     ),
-}
+)
+#: the runtimes by name, as ``--engine`` names them
+RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in _RUNTIME_RECORDS}
 
 
 def runtime_problem(name: str) -> str | None:
@@ -178,26 +184,61 @@ def export_runtime(
     """Export the model saved in ``model_dir`` for ``engine`` (`RUNTIMES`) in ``dtype``, into the model
     folder's `runtime_dir` or ``output/<engine>-<dtype>``; returns the folder. ``progress`` gets a line per
     stage (default: standard error). A model that does not export is refused, naming it."""
-    import torch
     from transformers import exporters
 
-    from ..export_graphs import GRAPH_LAYOUT, graph_inputs
-    from ..exported_models import _model_summary
+    from ..export_graphs import GRAPH_LAYOUT
     from ..inference import load_model
 
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     runtime = RUNTIMES[engine]
     if problem := runtime_problem(engine):
         raise ExportError(problem)
+    if dtype not in runtime.formats:
+        raise ExportError(f"the {engine} engine exports {', '.join(runtime.formats)}, not {dtype}")
     folder = Path(model_dir)
     if not folder.is_dir():
         raise ExportError(f"{model_dir}: export needs a saved model folder (the graphs are built from its files)")
     target = Path(output) / f"{engine}-{dtype}" if output is not None else runtime_dir(folder, engine, dtype)
+
+    def refusal(holder: str) -> str:
+        return f"{folder} is being exported for {engine} in {dtype} to {target} by another process ({holder}); wait"
+
     started = time.perf_counter()
-    if dtype not in runtime.formats:
-        raise ExportError(f"the {engine} engine exports {', '.join(runtime.formats)}, not {dtype}")
-    # traced in fp32; another format is made from those graphs by the exporters' quantizer
-    _, model = load_model(str(folder), "cpu", "fp32", engine="eager")
+    # one export to a folder at a time: a second would delete the first's building folder
+    with hold_folder(target.parent, f".export-{target.name}.lock", refusal):
+        # traced in fp32; another format is made from those graphs by the exporters' quantizer
+        _, model = load_model(str(folder), "cpu", "fp32", engine="eager")
+        components = _exported_components(runtime, model, dtype, say)
+        building = target.parent / f".building-{target.name}"
+        shutil.rmtree(building, ignore_errors=True)
+        exporters.ExportedModel(
+            components, engine, config=model.config, generation_config=model.generation_config
+        ).save_pretrained(building)
+        manifest = {
+            "engine": engine,
+            "dtype": dtype,
+            "model_digest": model_digest(folder),
+            "graph_layout": GRAPH_LAYOUT,
+            "build_command": command or f"hf-graphtf export --model {model_dir} --engine {engine} --dtype {dtype}",
+            "build_seconds": round(time.perf_counter() - started, 1),
+            "built": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        (building / RUNTIME_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        shutil.rmtree(target, ignore_errors=True)
+        building.rename(target)
+    say(f"exported to {target} in {manifest['build_seconds']:.0f} s")
+    return target
+
+
+def _exported_components(runtime: Runtime, model: Any, dtype: str, say: Callable[[str], None]) -> dict[str, Any]:
+    """Each graph of ``model`` (`export_graphs.graph_inputs`) through the runtime's exporter, by graph name;
+    a model that does not export is refused, naming it and the exporter's first line."""
+    import torch
+    from transformers import exporters
+
+    from ..export_graphs import graph_inputs
+    from ..exported_models import _model_summary
+
     summary = _model_summary(model)
     exporter = getattr(exporters, runtime.exporter)()
     config_class = getattr(exporters, runtime.config)
@@ -214,25 +255,7 @@ def export_runtime(
         except Exception as error:  # the exporters' failures are deep; the first line names the cause
             raise ExportError(f"{summary} cannot be exported to {runtime.label}: {named_first_line(error)}") from error
         components[name] = exported.components["model"]
-    building = target.parent / f".building-{target.name}"
-    shutil.rmtree(building, ignore_errors=True)
-    exporters.ExportedModel(
-        components, engine, config=model.config, generation_config=model.generation_config
-    ).save_pretrained(building)
-    manifest = {
-        "engine": engine,
-        "dtype": dtype,
-        "model_digest": model_digest(folder),
-        "graph_layout": GRAPH_LAYOUT,
-        "build_command": command or f"hf-graphtf export --model {model_dir} --engine {engine} --dtype {dtype}",
-        "build_seconds": round(time.perf_counter() - started, 1),
-        "built": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    (building / RUNTIME_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    shutil.rmtree(target, ignore_errors=True)
-    building.rename(target)
-    say(f"exported to {target} in {manifest['build_seconds']:.0f} s")
-    return target
+    return components
 
 
 def _misfit(folder: Path, engine: str, dtype: str, model_dir: str | os.PathLike[str]) -> str | None:
@@ -262,7 +285,7 @@ def find_runtime(
     from ..exported_decoding import ExportedDecoding
 
     folder = runtime_dir(model_dir, engine, dtype)
-    if not (folder / "export.json").is_file():
+    if not (folder / EXPORTERS_MANIFEST).is_file():
         found = (Path(model_dir) / EXPORT_DIR).is_dir()
         return PackageLookup(None, f"no {engine} {dtype} export in {folder} (hf-graphtf export builds one)", found)
     if problem := runtime_problem(engine):
@@ -290,6 +313,7 @@ def find_runtime(
 
 
 __all__ = [
+    "EXPORTERS_MANIFEST",
     "RUNTIMES",
     "RUNTIME_MANIFEST",
     "Runtime",
