@@ -311,7 +311,7 @@ def _runtime_systems(args, folder: Path, models: dict[str, torch.nn.Module], siz
         began = time.perf_counter()
         _, model = load_model(str(folder), args.device, dtype, engine=engine)
         loaded = time.perf_counter() - began
-        stored = sum(path.stat().st_size for path in target.iterdir() if path.suffix in (".data", ".bin")) / 1e6
+        stored = folder_megabytes(target, "*.data") + folder_megabytes(target, "*.bin")  # ONNX's, OpenVINO's weights
         sizes.append(
             [f"linked {dtype}, {engine}", f"{built:.0f}", f"{stored:.0f} (weights in the export)", f"{loaded:.1f}"]
         )
