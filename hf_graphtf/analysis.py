@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from .graph_fusions import FUSIONS, get_fusion
-from .inference import length_sorted_batches
 from .scoring import length_bucket_labels, source_length_bucket
+from .translation.inference import length_sorted_batches
 
 __all__ = ["attention_entropy_profile", "graph_gate_profile", "plot_attention_entropy", "plot_gate_profile"]
 

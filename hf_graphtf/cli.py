@@ -17,9 +17,19 @@ from typing import Any, TextIO
 
 from .data.bible_pairs import BIBLE_BUILDERS, DEFAULT_BIBLE_PAIR
 from .errors import UserError, report_user_error
-from .exported_models import exportable_formats
-from .file_translation import FileTranslation
-from .inference import (
+from .translation.dtype_choice import (
+    COMPILE_CHOICES,
+    RESULTS_PAGE,
+    TRANSLATION_DTYPES,
+    DecodingSetup,
+    canonical_dtype,
+    decides_to_compile,
+    resolve_translation_dtype,
+)
+from .translation.dtypes import DTYPE_RECORDS, auto_candidates, self_checked_names
+from .translation.engines import TRANSLATION_ENGINES, engine_choices, engine_help, exporting_engines
+from .translation.file_translation import FileTranslation
+from .translation.inference import (
     DEFAULT_MAX_NEW_TOKENS,
     TranslationInputWarning,
     default_device,
@@ -27,18 +37,8 @@ from .inference import (
     translate_texts,
     use_language_codes,
 )
-from .package_store import TRUST_ENV, TRUST_FLAG
-from .translation_engines import TRANSLATION_ENGINES, engine_choices, engine_help, exporting_engines
-from .translation_formats import TRANSLATION_FORMATS, auto_candidates, self_checked_names
-from .translation_modes import (
-    COMPILE_CHOICES,
-    RESULTS_PAGE,
-    TRANSLATION_DTYPES,
-    TranslationMode,
-    canonical_dtype,
-    decides_to_compile,
-    resolve_translation_dtype,
-)
+from .translation.package_store import TRUST_ENV, TRUST_FLAG
+from .translation.packages import exportable_dtypes
 
 DEFAULT_CORPUS_DIR = "data/bible-es-en"
 #: the exit status after Ctrl-C, as a shell reports a process ended by SIGINT (128 + 2)
@@ -56,7 +56,7 @@ class InputError(UserError, ValueError):
 # --------------------------------------------------------------------------- model loading and translation
 
 
-def _load(args: argparse.Namespace, mode: TranslationMode | None = None) -> tuple[Any, Any]:
+def _load(args: argparse.Namespace, mode: DecodingSetup | None = None) -> tuple[Any, Any]:
     """The model of ``--model`` in ``mode`` (translate resolved it already and says it here, once the model
     is there, so that an unusable model is the first line), or in ``--dtype``."""
     if mode is None and hasattr(args, "dtype"):  # evaluate's and the rest's --dtype, refused as translate's is
@@ -75,9 +75,9 @@ def _load(args: argparse.Namespace, mode: TranslationMode | None = None) -> tupl
         engine=engine,
         trust_exported=getattr(args, "trust_exported", False),
     )
-    said = loaded[1].translation_mode
+    said = loaded[1].decoding_setup
     if not quiet or said.engine_note or said.cache_note:  # evaluate says only what its package and cache did
-        print(f"hf-graphtf: {loaded[1].translation_mode.reason}", file=sys.stderr, flush=True)
+        print(f"hf-graphtf: {loaded[1].decoding_setup.reason}", file=sys.stderr, flush=True)
     use_language_codes(*loaded, getattr(args, "src_lang_code", None), getattr(args, "tgt_lang_code", None))
     return loaded
 
@@ -164,7 +164,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _translation_mode(args: argparse.Namespace) -> TranslationMode:
+def _translation_mode(args: argparse.Namespace) -> DecodingSetup:
     """``--dtype`` resolved once, before anything loads (``auto``: the fastest format the device computes
     natively); `load_model` takes the result as it is, and `_load` says it in one line."""
     device = default_device(args.device)
@@ -176,7 +176,7 @@ def _translation_mode(args: argparse.Namespace) -> TranslationMode:
     return mode
 
 
-def _translate_to_file(args: argparse.Namespace, texts: list[str], output: Path, mode: TranslationMode) -> int:
+def _translate_to_file(args: argparse.Namespace, texts: list[str], output: Path, mode: DecodingSetup) -> int:
     """``--output FILE``: the resumable job of `file_translation.FileTranslation`, its partial file checked
     (or refused) before the model loads."""
     job = FileTranslation(
@@ -210,7 +210,7 @@ def _evaluation_inputs(args: argparse.Namespace) -> tuple[list[str], list[list[s
     """Source sentences and per-sentence reference lists, from files or from a corpus split."""
     if args.corpus is not None:
         from .data import load_parallel_corpus
-        from .inference import reference_lists
+        from .translation.inference import reference_lists
 
         split = load_parallel_corpus(args.corpus, src_lang=args.src_lang, tgt_lang=args.tgt_lang, split=args.split)
         sources = [pair[args.src_lang] for pair in split["translation"]]
@@ -364,7 +364,7 @@ def _dtype_argument(allowed: tuple[str, ...]) -> Any:
 def _translate_dtype_help() -> str:
     """``--dtype`` of ``translate``, from the registered formats: what ``auto`` takes, and the rest by name."""
     ranked = auto_candidates()
-    by_name = [name for name in TRANSLATION_DTYPES[1:] if TRANSLATION_FORMATS[name].auto_rank is None]
+    by_name = [name for name in TRANSLATION_DTYPES[1:] if DTYPE_RECORDS[name].auto_rank is None]
     return (
         f"auto (default): the first of {', '.join(fmt.name for fmt in ranked)} the device computes natively; "
         f"{', '.join(by_name)} by name only. What each costs: {RESULTS_PAGE}, 'Fast translation'"
@@ -421,7 +421,7 @@ def _add_generation_options(parser: argparse.ArgumentParser, default_dtype: str 
         metavar="{" + ",".join(TRANSLATION_DTYPES) + "}",
         help=_translate_dtype_help()
         if default_dtype == "auto"
-        else "weights and compute format (default fp32, so that scores do not depend on the host; auto as in "
+        else "weights and compute dtype (default fp32, so that scores do not depend on the host; auto as in "
         "translate; int8 to measure its cost on your model)",
     )
     parser.add_argument("--attn-implementation", choices=["sdpa", "eager"], default=None, help="default: sdpa")
@@ -514,10 +514,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument(
         "--dtype",
-        type=_dtype_argument(exportable_formats()),
-        default=exportable_formats()[0],
-        metavar="{" + ",".join(exportable_formats()) + "}",
-        help="the format translate will load it in (its --dtype); default " + exportable_formats()[0],
+        type=_dtype_argument(exportable_dtypes()),
+        default=exportable_dtypes()[0],
+        metavar="{" + ",".join(exportable_dtypes()) + "}",
+        help="the dtype translate will load it in (its --dtype); default " + exportable_dtypes()[0],
     )
     export.add_argument(
         "--engine",
@@ -559,7 +559,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     engine = TRANSLATION_ENGINES[args.engine]
     if not engine.takes(args.dtype, "cpu"):
         raise InputError(
-            f"engine {engine.name} does not build format {args.dtype} (it builds {', '.join(engine.formats)})"
+            f"engine {engine.name} does not build --dtype {args.dtype} (it builds {', '.join(engine.dtypes)})"
         )
     command = f"hf-graphtf export --model {args.model} --engine {engine.name} --dtype {args.dtype}"
     if args.output is not None:

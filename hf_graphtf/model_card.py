@@ -220,7 +220,7 @@ def note_exported_packages(target: str | os.PathLike[str]) -> Path | None:
     code, which a folder otherwise is not, and whoever receives the folder must know before trusting them.
     The section lists every format the folder carries and is rewritten, not added again, by a later export.
     Returns the card's path; None where ``target`` is not inside a model folder."""
-    from .exported_models import EXPORT_DIR, MANIFEST, ExportManifest
+    from .translation.packages import EXPORT_DIR, MANIFEST, ExportManifest
 
     exported = Path(target).parent
     model = exported.parent

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from hf_graphtf import package_store
-from hf_graphtf.export_graphs import GRAPH_NAMES
-from hf_graphtf.exported_models import MANIFEST, export_dir, export_model, store_dir, torch_export_problem
-from hf_graphtf.inference import load_model, translate_texts
 from hf_graphtf.self_check import matrix
+from hf_graphtf.translation import package_store
+from hf_graphtf.translation.aoti import MANIFEST, export_dir, export_model, store_dir, torch_export_problem
+from hf_graphtf.translation.export_graphs import GRAPH_NAMES
+from hf_graphtf.translation.inference import load_model, translate_texts
 
 
 def ending_model(family: str, name: str, *, must_end_early: bool = True):

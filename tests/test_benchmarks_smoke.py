@@ -233,13 +233,13 @@ def test_translation_speed_times_compiled_decoding_with_its_compile_time_apart(m
     """``--compiled`` adds vanilla and the linked model with compiled decoding and says their first calls' time apart
     (compiled here with the eager backend: a smoke test need not wait for the compiler); ``--compiled int8``
     is refused when the arguments are read."""
-    from hf_graphtf import inference, translation_modes
+    from hf_graphtf.translation import dtype_choice, loading
 
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     speed = _load("translation_speed")
     monkeypatch.setattr(speed, "has_ctranslate2", lambda: False)
-    real = translation_modes.compile_decoding
-    monkeypatch.setattr(inference, "compile_decoding", lambda model: real(model, backend="eager"))
+    real = dtype_choice.compile_decoding
+    monkeypatch.setattr(loading, "compile_decoding", lambda model: real(model, backend="eager"))
     argv = ["--size", "tiny", "--vocab", "64", "--steps", "1", "--warmup", "0", "--threads", "1"]
     speed.main([*argv, "--modes", "fp32,int8", "--beams", "1", "--compiled"])
     out = capsys.readouterr().out
@@ -307,13 +307,13 @@ def test_translation_quality_scores_each_format_and_a_compiled_one_against_fp32(
     (a tiny random model with a word-level tokenizer; compiled with the eager backend: a smoke test need
     not wait for the compiler)."""
 
-    from hf_graphtf import inference, translation_modes
+    from hf_graphtf.translation import dtype_choice, loading
 
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     speed, quality = _load("translation_speed"), _load("translation_quality")
     folders = _tiny_models_and_test_split(speed, tmp_path)
-    real = translation_modes.compile_decoding
-    monkeypatch.setattr(inference, "compile_decoding", lambda model: real(model, backend="eager"))
+    real = dtype_choice.compile_decoding
+    monkeypatch.setattr(loading, "compile_decoding", lambda model: real(model, backend="eager"))
     argv = ["--model", str(folders["linked"]), "--corpus", str(tmp_path / "corpus"), "--max-new-tokens", "4"]
     quality.main([*argv, "--beam-size", "2", "--threads", "1", "--modes", "bf16", "--compiled", "fp32"])
     out = capsys.readouterr().out
@@ -331,9 +331,9 @@ def test_ignored_rows_times_both_ways_on_the_same_packages(tmp_path, monkeypatch
     from one load (the graphs traced, not compiled: a smoke test need not wait for AOTInductor), and the
     model's own folder is left as it was."""
 
-    from hf_graphtf.export_graphs import GRAPH_NAMES, export_graphs
-    from hf_graphtf.exported_decoding import ExportedDecoding
-    from hf_graphtf.inference import load_model
+    from hf_graphtf.translation.export_graphs import GRAPH_NAMES, export_graphs
+    from hf_graphtf.translation.exported_decoding import ExportedDecoding
+    from hf_graphtf.translation.inference import load_model
 
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     speed, ignored = _load("translation_speed"), _load("ignored_rows")

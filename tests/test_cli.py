@@ -10,7 +10,8 @@ import sacrebleu
 import torch
 from recipe_fixtures import one_thread, run_python, trained_tiny_model  # noqa: F401  (autouse fixture)
 
-from hf_graphtf import cli, file_translation
+from hf_graphtf import cli
+from hf_graphtf.translation import file_translation
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +169,7 @@ def test_threads_dtype_and_attention_flags(trained, tmp_path, monkeypatch):
             name, device, dtype, attn_implementation, compile=compile, engine=engine, **options
         )
         seen.update(threads=torch.get_num_threads(), dtype=model.dtype, attn=model.config._attn_implementation)
-        seen["compiled"] = model.translation_mode.compiled
+        seen["compiled"] = model.decoding_setup.compiled
         return tokenizer, model
 
     monkeypatch.setattr(cli, "load_model", spy)
@@ -178,9 +179,10 @@ def test_threads_dtype_and_attention_flags(trained, tmp_path, monkeypatch):
     assert cli.main([*argv, "--threads", "2", "--dtype", "bf16", "--attn-implementation", "eager"]) == 0
     assert seen == {"threads": 2, "dtype": torch.bfloat16, "attn": "eager", "compiled": False}  # auto: not on a CPU
     torch.set_num_threads(1)
-    from hf_graphtf import translation_formats
 
-    monkeypatch.setattr(translation_formats, "cpu_flags", lambda cpuinfo: {"sse2", "avx2"})  # no bf16: auto is fp32
+    from hf_graphtf.translation import dtypes
+
+    monkeypatch.setattr(dtypes, "cpu_flags", lambda cpuinfo: {"sse2", "avx2"})  # no bf16: auto is fp32
     assert cli.main(argv) == 0
     assert seen["threads"] == 1 and seen["dtype"] == torch.float32  # torch's setting left alone by default
     assert cli.main([*argv, "--threads", "0"]) == 2

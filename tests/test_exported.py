@@ -34,24 +34,25 @@ from exported_build import (
     translate_with,
 )
 
-from hf_graphtf import cli, package_store
-from hf_graphtf.export_graphs import GRAPH_NAMES, export_graphs
-from hf_graphtf.exported_decoding import ExportedDecoding, ExportedFallbackWarning
-from hf_graphtf.exported_models import (
+from hf_graphtf import cli
+from hf_graphtf.folder_lock import FolderInUseError, hold_folder
+from hf_graphtf.self_check import matrix
+from hf_graphtf.transformers_seam import cache_tensors
+from hf_graphtf.translation import package_store
+from hf_graphtf.translation.aoti import (
     MANIFEST,
     ExportError,
     ExportManifest,
     cpu_instruction_set,
     export_dir,
     export_model,
-    exportable_formats,
+    exportable_dtypes,
     model_digest,
     store_dir,
 )
-from hf_graphtf.folder_lock import FolderInUseError, hold_folder
-from hf_graphtf.inference import load_model, translate_texts
-from hf_graphtf.self_check import matrix
-from hf_graphtf.transformers_seam import cache_tensors
+from hf_graphtf.translation.export_graphs import GRAPH_NAMES, export_graphs
+from hf_graphtf.translation.exported_decoding import ExportedDecoding, ExportedFallbackWarning
+from hf_graphtf.translation.inference import load_model, translate_texts
 
 #: the default run's cases, one a family: the link in both stacks, the gated decoder link, and the graph
 #: encoder beside the decoder link (each export traces three graphs: seconds a case)
@@ -235,8 +236,8 @@ def test_an_exported_model_translates_as_the_eager_one_and_says_so(exported):
         auto, auto_model = translate_with(folder, "auto", **search)
         assert auto == eager and eager[1] == ""
         assert auto_model.exported_decoding is not None and eager_model.exported_decoding is None
-    assert "decoding with the exported fp32 package you built" in auto_model.translation_mode.reason
-    assert "exported" not in eager_model.translation_mode.reason
+    assert "decoding with the exported fp32 package you built" in auto_model.decoding_setup.reason
+    assert "exported" not in eager_model.decoding_setup.reason
 
 
 def test_an_export_writes_nothing_into_the_model_folder_and_builds_into_the_users_store(exported):
@@ -304,9 +305,9 @@ def test_a_trusted_package_that_does_not_fit_decodes_eagerly_and_says_why(export
     translations, model = translate_with(folder, "auto", trust_exported=True)
     assert model.exported_decoding is None
     assert f"eager decoding, as the exported fp32 package in {export_dir(folder, 'fp32')} does not fit" in (
-        model.translation_mode.reason
+        model.decoding_setup.reason
     )
-    assert said in model.translation_mode.reason
+    assert said in model.decoding_setup.reason
     assert translations == translate_with(folder, "eager")[0]
     with pytest.raises(ExportError, match="engine 'exported' asked for"):
         load_model(str(folder), "cpu", "fp32", engine="exported", trust_exported=True)
@@ -406,7 +407,7 @@ def test_a_second_export_of_a_model_in_a_format_is_refused_while_one_runs(export
 
 
 def test_export_refuses_what_it_cannot_build_before_building(tmp_path, monkeypatch, capsys, exported):
-    assert "fp16" not in exportable_formats()
+    assert "fp16" not in exportable_dtypes()
     with pytest.raises(SystemExit):
         cli.main(["export", "--model", str(exported.folder), "--dtype", "fp16"])
     assert "dtype must be one of fp32, bf16, int8" in capsys.readouterr().err
@@ -425,7 +426,7 @@ def test_no_package_means_no_line_and_eager_decoding(tmp_path, tiny_tokenizer):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ExportedFallbackWarning)
         _, model = load_model(str(folder), "cpu", "fp32")
-    assert model.exported_decoding is None and model.translation_mode.reason == "translating in fp32"
+    assert model.exported_decoding is None and model.decoding_setup.reason == "translating in fp32"
 
 
 @pytest.mark.slow
@@ -441,7 +442,7 @@ def test_an_int8_export_takes_its_weights_from_the_model_and_translates_a_line_a
             code = "".join(archive.read(name).decode() for name in archive.namelist() if name.endswith(".cpp"))
         assert "_int_mm" in code, package.name
     tokenizer, model = load_model(str(folder), "cpu", "int8")
-    assert "decoding with the exported int8 package" in model.translation_mode.reason
+    assert "decoding with the exported int8 package" in model.decoding_setup.reason
     translations = translate_texts(tokenizer, model, TEXTS, progress=False, num_beams=3, max_new_tokens=10)
     assert [bool(text) for text in translations] == [bool(text) for text in TEXTS]
     alone = [
@@ -468,10 +469,11 @@ def test_the_int8_graphs_hold_the_int8_layers_and_compute_what_they_compute(expo
 
 
 def test_the_export_command_builds_the_format_asked_and_records_the_command(monkeypatch, tmp_path):
-    from hf_graphtf import exported_models, model_files
+    from hf_graphtf import model_files
+    from hf_graphtf.translation import aoti
 
     calls = []
-    monkeypatch.setattr(exported_models, "export_model", lambda *args, **kwargs: calls.append((args, kwargs)))
+    monkeypatch.setattr(aoti, "export_model", lambda *args, **kwargs: calls.append((args, kwargs)))
     monkeypatch.setattr(model_files, "check_model_source", lambda name, **checks: None)  # no model: the call is tested
     assert cli.main(["export", "--model", str(tmp_path), "--dtype", "bfloat16"]) == 0
     command = f"hf-graphtf export --model {tmp_path} --engine aoti --dtype bf16"

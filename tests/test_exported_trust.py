@@ -23,10 +23,11 @@ from exported_build import (
     translate_with,
 )
 
-from hf_graphtf import cli, package_store
-from hf_graphtf.export_graphs import GRAPH_NAMES
-from hf_graphtf.exported_models import ExportError, export_dir, export_model, store_dir
-from hf_graphtf.inference import load_model
+from hf_graphtf import cli
+from hf_graphtf.translation import package_store
+from hf_graphtf.translation.aoti import ExportError, export_dir, export_model, store_dir
+from hf_graphtf.translation.export_graphs import GRAPH_NAMES
+from hf_graphtf.translation.inference import load_model
 
 
 def _marker_library(tmp_path, marker: Path) -> bytes:
@@ -71,7 +72,7 @@ def test_a_swapped_package_in_a_folder_you_did_not_build_never_runs(exported, tm
     marker = _swap_shared_objects(folder, tmp_path)
     translations, model = translate_with(folder, "auto")
     assert not marker.exists() and model.exported_decoding is None
-    reason = model.translation_mode.reason
+    reason = model.decoding_setup.reason
     assert "was not built by you on this machine, so it was not opened" in reason and "--trust-exported" in reason
     assert translations == translate_with(folder, "eager")[0]
     with pytest.raises(ExportError, match="engine 'exported' asked for, but the exported fp32 package .* not opened"):
@@ -98,7 +99,7 @@ def test_a_trusted_package_is_used(exported, tmp_path, monkeypatch, capsys):
     folder = carrying(exported, tmp_path, monkeypatch)
     eager = translate_with(folder, "eager")[0]
     translations, model = translate_with(folder, "exported", trust_exported=True)
-    assert translations == eager and "package the model folder carries" in model.translation_mode.reason
+    assert translations == eager and "package the model folder carries" in model.decoding_setup.reason
     monkeypatch.setenv(package_store.TRUST_ENV, "1")
     assert translate_with(folder, "exported")[1].exported_decoding is not None
     monkeypatch.delenv(package_store.TRUST_ENV)
@@ -120,7 +121,7 @@ def test_packages_you_built_to_carry_run_here_unasked_and_the_card_says_so(expor
     assert built == export_dir(folder, "fp32")
     assert not store_dir(folder, "fp32").exists()  # carried, not in the store
     _, model = load_model(str(folder), "cpu", "fp32", engine="exported")
-    assert "package the model folder carries" in model.translation_mode.reason
+    assert "package the model folder carries" in model.decoding_setup.reason
     card = (folder / "README.md").read_text(encoding="utf-8")
     assert card.startswith("# A model\n") and card.count("## Exported packages (native code)") == 1
     assert "`exported/fp32/`" in card and "--trust-exported" in card
@@ -139,7 +140,7 @@ def test_a_changed_model_never_uses_the_packages_of_its_earlier_files(exported, 
     edit_config(folder, attention_link_mode="previous")
     translations, model = translate_with(folder, "auto")
     assert model.exported_decoding is None
-    reason = model.translation_mode.reason
+    reason = model.decoding_setup.reason
     assert f"no exported fp32 package for {folder} as its files are now" in reason and "earlier weights" in reason
     assert translations == translate_with(folder, "eager")[0]
     with pytest.raises(ExportError, match="as its files are now"):

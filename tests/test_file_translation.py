@@ -1,4 +1,4 @@
-"""Resumable file translation as a library call (`hf_graphtf.file_translation`); the CLI's ``--output`` runs
+"""Resumable file translation as a library call (`hf_graphtf.translation.file_translation`); the CLI's ``--output`` runs
 the same job (tests/test_cli.py, on a trained model)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import torch
 from recipe_fixtures import tiny_model_config
 from transformers import AutoModelForSeq2SeqLM
 
-from hf_graphtf import file_translation
 from hf_graphtf.errors import UserError
-from hf_graphtf.file_translation import FileTranslation, PartialOutputError, translate_file
-from hf_graphtf.inference import translate_texts
+from hf_graphtf.translation import file_translation
+from hf_graphtf.translation.file_translation import FileTranslation, PartialOutputError, translate_file
+from hf_graphtf.translation.inference import translate_texts
 
 TEXTS = [f"w{3 + i} w{4 + i}" for i in range(7)]
 OPTIONS = dict(model="some/model", beam_size=2, max_new_tokens=5, dtype="fp32", batch_size=1)

@@ -23,10 +23,10 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianTokenizer, 
 from hf_graphtf import cli
 from hf_graphtf.configuration import GRAPH_OPTION_DEFAULTS
 from hf_graphtf.families import FAMILIES
-from hf_graphtf.file_translation import FileTranslation, PartialOutputError, translate_file
-from hf_graphtf.inference import TranslationLanguageError, translate_texts, use_language_codes
 from hf_graphtf.training import parse_recipe_args, run_translation
 from hf_graphtf.training.pretrained import load_pretrained_with_options
+from hf_graphtf.translation.file_translation import FileTranslation, PartialOutputError, translate_file
+from hf_graphtf.translation.inference import TranslationLanguageError, translate_texts, use_language_codes
 
 OPTIONS = {
     "al-both": {"attention_link": "both"},

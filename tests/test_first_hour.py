@@ -10,7 +10,7 @@ import torch
 from recipe_fixtures import trained_tiny_model
 
 from hf_graphtf import cli
-from hf_graphtf.file_translation import CHUNK_BATCHES
+from hf_graphtf.translation.file_translation import CHUNK_BATCHES
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""int8 linear layers with activations scaled per row (hf_graphtf.int8_linear): the arithmetic against a plain
-float64 re-computation, and a row's independence from the rows beside it."""
+"""int8 linear layers with activations scaled per row (hf_graphtf.translation.int8_linear): the arithmetic against a
+plain float64 re-computation, and a row's independence from the rows beside it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from hf_graphtf.int8_linear import INT8_LIMIT, RowScaledInt8Linear, quantize_linear_layers
+from hf_graphtf.translation.int8_linear import INT8_LIMIT, RowScaledInt8Linear, quantize_linear_layers
 
 
 def _linear(bias: bool = True, in_features: int = 40, out_features: int = 24) -> nn.Linear:

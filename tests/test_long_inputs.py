@@ -16,7 +16,7 @@ import torch
 from model_matrix import OPTION_MATRIX, tiny_model
 
 from hf_graphtf import cli
-from hf_graphtf.inference import (
+from hf_graphtf.translation.inference import (
     DEFAULT_MAX_NEW_TOKENS,
     CutTranslationWarning,
     LongInputWarning,

@@ -16,11 +16,11 @@ import torch
 from exported_build import TEXTS, ending_model, sources, translate_with
 
 from hf_graphtf import cli
-from hf_graphtf.exported_models import ExportError
-from hf_graphtf.inference import load_model, translate_texts
 from hf_graphtf.self_check import matrix
 from hf_graphtf.translation import runtimes
-from hf_graphtf.translation_engines import TRANSLATION_ENGINES
+from hf_graphtf.translation.aoti import ExportError
+from hf_graphtf.translation.engines import TRANSLATION_ENGINES
+from hf_graphtf.translation.inference import load_model, translate_texts
 
 ENGINES = tuple(runtimes.RUNTIMES)
 SEARCHES = {
@@ -94,7 +94,7 @@ def linked(tmp_path_factory, tiny_tokenizer):
 def _generates_alike(folder, engine: str) -> None:
     """The engine's decoding gives `generate`'s tokens, greedy and beam, with sentences that end early."""
     _, model = load_model(str(folder), "cpu", "fp32", engine=engine)
-    assert model.exported_decoding is not None, model.translation_mode.reason
+    assert model.exported_decoding is not None, model.decoding_setup.reason
     input_ids, attention_mask = sources()
     for search, options in SEARCHES.items():
         kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, **options)
@@ -114,7 +114,7 @@ def test_each_runtime_decodes_as_generate(linked, engine):
     eager, _ = translate_with(folder, "eager")
     translated, model = translate_with(folder, engine)
     assert translated == eager
-    assert f"decoding with {runtimes.RUNTIMES[engine].label}" in model.translation_mode.reason
+    assert f"decoding with {runtimes.RUNTIMES[engine].label}" in model.decoding_setup.reason
 
 
 @pytest.mark.slow
@@ -122,7 +122,7 @@ def test_each_runtime_decodes_as_generate(linked, engine):
 def test_transformers_loads_what_an_export_writes(linked, engine):
     from transformers.exporters import ExportedModel
 
-    from hf_graphtf.export_graphs import graph_inputs
+    from hf_graphtf.translation.export_graphs import graph_inputs
 
     folder, _ = linked
     exported = ExportedModel.from_pretrained(
@@ -140,14 +140,14 @@ def test_transformers_loads_what_an_export_writes(linked, engine):
 def test_a_copied_folder_translates_without_any_trust_flag(linked, tmp_path, monkeypatch, capsys):
     """Copied to another place, with a store that holds nothing of this user's, the ONNX export is used as it is:
     data, never asked to be trusted; and a copy whose weights changed is not used, and says why."""
-    from hf_graphtf import package_store
+    from hf_graphtf.translation import package_store
 
     monkeypatch.setenv(package_store.CACHE_ENV, str(tmp_path / "store"))
     monkeypatch.delenv(package_store.TRUST_ENV, raising=False)
     copy = tmp_path / "copy"
     shutil.copytree(linked[0], copy)
     translated, model = translate_with(copy, "auto")
-    assert "decoding with ONNX Runtime" in model.translation_mode.reason
+    assert "decoding with ONNX Runtime" in model.decoding_setup.reason
     assert translated == translate_with(copy, "eager")[0]
     (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     argv = ["translate", "--model", str(copy), "--input", str(tmp_path / "in.txt"), "--max-new-tokens", "10"]
@@ -159,13 +159,13 @@ def test_a_copied_folder_translates_without_any_trust_flag(linked, tmp_path, mon
     (copy / "config.json").write_text(json.dumps({**json.loads(original), "dropout": 0.3}))
     _, model = translate_with(copy, "auto")
     assert model.exported_decoding is None
-    assert "onnx fp32 export" in model.translation_mode.reason and "changed since" in model.translation_mode.reason
+    assert "onnx fp32 export" in model.decoding_setup.reason and "changed since" in model.decoding_setup.reason
     with pytest.raises(ExportError, match="changed since it was exported"):
         load_model(str(copy), "cpu", "fp32", engine="onnx")
     (copy / "config.json").write_text(original)
     (runtimes.runtime_dir(copy, "onnx", "fp32") / "decoder_step.onnx").write_bytes(b"not a graph")
     _, model = translate_with(copy, "auto")  # the next engine whose export loads: OpenVINO's
-    assert "decoding with OpenVINO" in model.translation_mode.reason
+    assert "decoding with OpenVINO" in model.decoding_setup.reason
     with pytest.raises(ExportError, match="does not load"):
         load_model(str(copy), "cpu", "fp32", engine="onnx")
 
@@ -179,8 +179,8 @@ def test_an_onnx_int8_export_quantizes_the_products_and_says_how(linked):
     ops = {node.op_type for node in onnx.load(target / "decoder_step.onnx", load_external_data=False).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
     tokenizer, model = load_model(str(folder), "cpu", "int8", engine="onnx")
-    assert "decoding with ONNX Runtime" in model.translation_mode.reason
-    assert "activations scaled per tensor" in model.translation_mode.reason
+    assert "decoding with ONNX Runtime" in model.decoding_setup.reason
+    assert "activations scaled per tensor" in model.decoding_setup.reason
     translated = translate_texts(tokenizer, model, TEXTS, progress=False, batch_size=2, max_new_tokens=10)
     assert len(translated) == len(TEXTS) and any(translated)
     with pytest.raises(ExportError, match="exports fp32, not int8"):

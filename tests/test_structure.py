@@ -63,7 +63,7 @@ def test_prediction_stands_apart_from_training():
     evaluation decodes with inference's functions, so a sentence is decoded one way everywhere."""
     imported = _imports(PACKAGE / "inference.py")
     assert not any(name.startswith("hf_graphtf.training") for name in imported), sorted(imported)
-    assert "hf_graphtf.inference.decode_token_ids" in _imports(PACKAGE / "training" / "evaluation.py")
+    assert "hf_graphtf.translation.inference.decode_token_ids" in _imports(PACKAGE / "training" / "evaluation.py")
 
 
 def test_library_code_imports_neither_the_cli_nor_the_training_script():

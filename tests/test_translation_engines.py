@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hf_graphtf import cli, translation_engines
-from hf_graphtf.exported_models import PackageLookup
+from hf_graphtf import cli
 from hf_graphtf.self_check import matrix
-from hf_graphtf.translation_engines import TRANSLATION_ENGINES, TranslationEngine, register_engine
+from hf_graphtf.translation import engines
+from hf_graphtf.translation.aoti import PackageLookup
+from hf_graphtf.translation.engines import TRANSLATION_ENGINES, TranslationEngine, register_engine
 
 
 def test_the_built_in_engines_say_what_they_take_and_whether_loading_runs_code():
@@ -17,7 +18,7 @@ def test_the_built_in_engines_say_what_they_take_and_whether_loading_runs_code()
     assert not eager.exports and not eager.runs_code and eager.takes("fp16", "cuda")
     assert aoti.exports and aoti.runs_code and aoti.takes("int8", "cpu")
     assert not aoti.takes("fp16", "cpu") and not aoti.takes("fp32", "cuda:0")
-    assert translation_engines.engine_choices() == ("auto", "exported", "eager", "aoti", "onnx", "openvino")
+    assert engines.engine_choices() == ("auto", "exported", "eager", "aoti", "onnx", "openvino")
     with pytest.raises(ValueError, match="registered already"):
         register_engine(TranslationEngine("auto", "a chooser's name"))
 

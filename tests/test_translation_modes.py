@@ -1,4 +1,4 @@
-"""Translating in cheaper formats: ``--dtype auto | fp32 | bf16 | fp16 | int8`` (hf_graphtf.translation_modes).
+"""Translating in cheaper formats: ``--dtype auto | fp32 | bf16 | fp16 | int8`` (hf_graphtf.translation.dtype_choice).
 
 The rule ``auto`` follows is checked with stand-in ``/proc/cpuinfo`` files, so it holds on every host kind;
 int8 and bf16 translation run for real on tiny models of every family and option set.
@@ -14,14 +14,15 @@ import torch
 from model_matrix import FAMILIES, source_batch
 from recipe_fixtures import one_thread, trained_tiny_model  # noqa: F401  (autouse fixture)
 
-from hf_graphtf import cli, translation_formats, translation_modes
-from hf_graphtf.int8_linear import RowScaledInt8Linear
+from hf_graphtf import cli
 from hf_graphtf.self_check import matrix
-from hf_graphtf.translation_modes import (
+from hf_graphtf.translation import dtype_choice, dtypes
+from hf_graphtf.translation.dtype_choice import (
     canonical_dtype,
     quantize_int8,
     resolve_translation_dtype,
 )
+from hf_graphtf.translation.int8_linear import RowScaledInt8Linear
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +57,15 @@ def test_the_lines_auto_and_int8_print_point_to_the_measured_costs_rather_than_r
         resolve_translation_dtype("int8", "cpu", _cpuinfo(tmp_path, "")).reason,
         cli._translate_dtype_help(),
     ]
-    page = (Path(__file__).resolve().parents[1] / translation_modes.RESULTS_PAGE).read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[1] / dtype_choice.RESULTS_PAGE).read_text(encoding="utf-8")
     named = []
     for line in lines:
-        assert translation_modes.RESULTS_PAGE in line, line
+        assert dtype_choice.RESULTS_PAGE in line, line
         assert not re.search(r"[0-9]\.[0-9]", line), line  # no figure restated
-        section = re.search(rf"{re.escape(translation_modes.RESULTS_PAGE)}, '([^']+)'", line).group(1)
+        section = re.search(rf"{re.escape(dtype_choice.RESULTS_PAGE)}, '([^']+)'", line).group(1)
         assert f"\n## {section}" in page, f"{section!r} is not a section of the page"
         named.append(section)
-    # int8's figures are the per-row layers' (translation_formats.quantize_int8), not quantize_dynamic's
+    # int8's figures are the per-row layers' (dtypes.quantize_int8), not quantize_dynamic's
     assert named == ["Fast translation", "int8 with a scale per row", "Fast translation"]
 
 
@@ -133,7 +134,7 @@ def test_the_cli_translates_in_int8_and_bf16_and_says_so(trained, tmp_path, caps
 
     def spy(*args, **kwargs):
         tokenizer, model = real_load(*args, **kwargs)
-        seen["mode"], seen["dtype"] = model.translation_mode, model.dtype
+        seen["mode"], seen["dtype"] = model.decoding_setup, model.dtype
         return tokenizer, model
 
     monkeypatch.setattr(cli, "load_model", spy)
@@ -156,7 +157,7 @@ def test_the_cli_default_is_auto_and_says_its_choice(trained, tmp_path, capsys, 
     argv = ["translate", "--model", str(trained.output_dir), "--input", str(tmp_path / "in.txt"), "--quiet"]
     argv += ["--max-new-tokens", "4"]
     for flags, expected in ((set(), "fp32"), ({"avx512_bf16"}, "bf16")):
-        monkeypatch.setattr(translation_formats, "cpu_flags", lambda cpuinfo, flags=flags: {"sse2", *flags})
+        monkeypatch.setattr(dtypes, "cpu_flags", lambda cpuinfo, flags=flags: {"sse2", *flags})
         assert cli.main([*argv, "--output", str(tmp_path / f"{expected}.txt")]) == 0
         said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hf-graphtf:")]
         assert said == [said[0]] and f"translating in {expected}" in said[0]
@@ -176,15 +177,15 @@ def test_evaluate_and_check_keep_fp32_by_default_and_take_the_aliases():
 def test_compiling_is_chosen_only_where_it_measured_faster():
     """``--compile auto`` compiles nowhere it has not paid: not on a CPU (measured slower for beam search,
     compile time included), not on an unmeasured GPU; ``on`` compiles and says the wait, ``off`` does not."""
-    assert translation_modes.decides_to_compile("auto", "cpu") == (False, "")
-    assert translation_modes.decides_to_compile("auto", "cuda:0") == (False, "")
-    compiled, reason = translation_modes.decides_to_compile("on", "cpu")
+    assert dtype_choice.decides_to_compile("auto", "cpu") == (False, "")
+    assert dtype_choice.decides_to_compile("auto", "cuda:0") == (False, "")
+    compiled, reason = dtype_choice.decides_to_compile("on", "cpu")
     assert compiled and "each new batch shape waits" in reason
-    assert translation_modes.decides_to_compile("off", "cuda") == (False, "")
+    assert dtype_choice.decides_to_compile("off", "cuda") == (False, "")
     with pytest.raises(ValueError, match="compile must be one of auto, on, off"):
-        translation_modes.decides_to_compile("yes", "cpu")
+        dtype_choice.decides_to_compile("yes", "cpu")
     with pytest.raises(ValueError, match="not int8 .*`hf-graphtf export --dtype int8` compiles"):  # exported instead
-        translation_modes.decides_to_compile("on", "cpu", "int8")
+        dtype_choice.decides_to_compile("on", "cpu", "int8")
 
 
 def test_the_cli_compiles_decoding_on_request_and_translates_the_same(trained, tmp_path, capsys, monkeypatch):
@@ -192,13 +193,13 @@ def test_the_cli_compiles_decoding_on_request_and_translates_the_same(trained, t
     compile as a test needs), the same translations as eager decoding, and the choice said; with int8 it is
     refused before anything loads."""
     compiled = []
-    real_compile = translation_modes.compile_decoding
+    real_compile = dtype_choice.compile_decoding
 
     def eager_backend(model, backend="inductor"):
         compiled.append(model)
         return real_compile(model, backend="eager")
 
-    monkeypatch.setattr(translation_modes, "compile_decoding", eager_backend)
+    monkeypatch.setattr(dtype_choice, "compile_decoding", eager_backend)
     monkeypatch.setattr(cli_inference(), "compile_decoding", eager_backend)
     lines = ["El rey dijo pan.", "El hombre y la mujer vieron la tierra."]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -209,7 +210,7 @@ def test_the_cli_compiles_decoding_on_request_and_translates_the_same(trained, t
     capsys.readouterr()
     assert cli.main([*argv, "--compile", "on", "--output", str(tmp_path / "compiled.txt")]) == 0
     assert len(compiled) == 1 and compiled[0].generation_config.cache_implementation == "static"
-    assert compiled[0].translation_mode.compiled
+    assert compiled[0].decoding_setup.compiled
     said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hf-graphtf:")]
     assert len(said) == 1 and "compiling the decoding step" in said[0]
     eager_text = (tmp_path / "eager.txt").read_text(encoding="utf-8")
@@ -240,9 +241,10 @@ def test_a_model_torch_cannot_compile_is_said_in_one_line(trained, tmp_path, cap
 
 
 def cli_inference():
-    from hf_graphtf import inference
+    """The module whose ``compile_decoding`` the CLI's loading calls."""
+    from hf_graphtf.translation import loading
 
-    return inference
+    return loading
 
 
 def test_compiled_decoding_of_nllb_models_is_refused_where_transformers_cannot_trace_it(monkeypatch):
@@ -258,8 +260,8 @@ def test_compiled_decoding_of_nllb_models_is_refused_where_transformers_cannot_t
     assert refusal("graph_marian", installed="5.17.0") is None
     monkeypatch.setitem(transformers_seam.COMPILED_DECODING_SINCE, "m2m_100", "99.0.0")
     with pytest.raises(ValueError, match="needs transformers >= 99.0.0"):
-        translation_modes.compile_decoding(matrix.tiny_model("m2m_100", {}), backend="eager")
-    translation_modes.compile_decoding(matrix.tiny_model("marian", {}), backend="eager")  # not refused
+        dtype_choice.compile_decoding(matrix.tiny_model("m2m_100", {}), backend="eager")
+    dtype_choice.compile_decoding(matrix.tiny_model("marian", {}), backend="eager")  # not refused
 
 
 def test_a_folder_saved_with_use_cache_false_decodes_with_its_cache_and_says_so_once(trained, tmp_path, capsys):
@@ -286,7 +288,7 @@ def test_a_folder_saved_with_use_cache_false_decodes_with_its_cache_and_says_so_
         assert len(said) == (1 if model == folder else 0)
     assert outputs[0] == outputs[1]
     tokenizer, model = cli.load_model(str(folder), "cpu", "fp32", engine="eager")
-    assert model.config.use_cache is True and "use_cache: false" in model.translation_mode.cache_note
+    assert model.config.use_cache is True and "use_cache: false" in model.decoding_setup.cache_note
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     old = AutoModelForSeq2SeqLM.from_pretrained(folder)

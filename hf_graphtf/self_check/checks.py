@@ -13,14 +13,14 @@ import torch
 
 from ..families import FAMILIES as MODEL_FAMILIES
 from ..transformers_seam import cache_kwargs, output_cache
-from ..translation_formats import TRANSLATION_FORMATS, LiveMapping, self_checked_names
+from ..translation.dtypes import DTYPE_RECORDS, LiveMapping, self_checked_names
 from . import reference
 from .matrix import OPTION_MATRIX, source_batch, target_batch, tiny_config, tiny_model
 from .tolerance import tolerance
 
-#: torch's name -> dtype of each format the self-check runs in (`TranslationFormat.self_checked`)
+#: torch's name -> dtype of each format the self-check runs in (`TranslationDtype.self_checked`)
 DTYPES = LiveMapping(
-    lambda: {TRANSLATION_FORMATS[name].torch_dtype: TRANSLATION_FORMATS[name].torch() for name in self_checked_names()}
+    lambda: {DTYPE_RECORDS[name].torch_dtype: DTYPE_RECORDS[name].torch() for name in self_checked_names()}
 )
 _MAX_NEW_TOKENS = 8
 

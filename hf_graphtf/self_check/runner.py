@@ -11,7 +11,7 @@ from typing import TextIO
 
 import torch
 
-from ..translation_formats import self_checked_names, translation_format
+from ..translation.dtypes import dtype_record, self_checked_names
 from .checks import DTYPES, Case, check_cached, check_refused, check_save_load, check_spec, check_vanilla
 from .matrix import FAMILIES, OPTION_MATRIX, supports
 
@@ -63,7 +63,7 @@ def run_checks(
     """Run every check for the chosen families and option sets; print one line each (to ``out``, by default
     standard output); True if all pass."""
     out = out or sys.stdout
-    dtype = translation_format(dtype, self_checked_names()).torch_dtype  # fp32 or float32
+    dtype = dtype_record(dtype, self_checked_names()).torch_dtype  # fp32 or float32
     families = list(families or FAMILIES)
     options = list(options or OPTION_MATRIX)
     for name, chosen, known in (("family", families, FAMILIES), ("option set", options, OPTION_MATRIX)):

@@ -10,8 +10,8 @@ from transformers import (
     Seq2SeqTrainer,
 )
 
-from ..inference import decode_token_ids, reference_lists
 from ..scoring import translation_report
+from ..translation.inference import decode_token_ids, reference_lists
 from .arguments import DataArguments
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..exported_models import EXPORT_DIR
 from ..model_card import HUB_ID_PLACEHOLDER
+from ..translation.packages import EXPORT_DIR
 from .arguments import TranslationTrainingArguments
 from .checkpoints import STAGING_DIR
 from .resume import RUN_ATTENTION_FILE

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
-from ..inference import decode_token_ids
+from ..translation.inference import decode_token_ids
 from ..translation_scores import TranslationScores
 
 #: what `DataCollatorForSeq2Seq` puts in padded label positions, and the Trainer in padded predictions

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import named_first_line
-from ..exported_models import EXPORT_DIR, ExportError, PackageLookup, model_digest
 from ..folder_lock import hold_folder
+from .packages import EXPORT_DIR, ExportError, PackageLookup, model_digest
 
 #: the manifest ``ExportedModel.save_pretrained`` writes (``transformers.exporters.base.EXPORT_MANIFEST_FILE``,
 #: named here so that a folder is looked at without importing the exporters, which older releases lack)
@@ -62,7 +62,7 @@ class Runtime:
     int8_note: str = ""
 
     @property
-    def formats(self) -> tuple[str, ...]:
+    def dtypes(self) -> tuple[str, ...]:
         return ("fp32", *self.quantizers)
 
     @property
@@ -70,7 +70,7 @@ class Runtime:
         """The engine's one line (``--engine``'s help)."""
         int8 = f"; int8: {self.int8_note}" if self.int8_note else ""
         return (
-            f"{self.label}, through transformers.exporters (CPU; data, no trust asked; {', '.join(self.formats)}{int8})"
+            f"{self.label}, through transformers.exporters (CPU; data, no trust asked; {', '.join(self.dtypes)}{int8})"
         )
 
 
@@ -186,15 +186,15 @@ def export_runtime(
     stage (default: standard error). A model that does not export is refused, naming it."""
     from transformers import exporters
 
-    from ..export_graphs import GRAPH_LAYOUT
-    from ..inference import load_model
+    from .export_graphs import GRAPH_LAYOUT
+    from .loading import load_eager
 
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     runtime = RUNTIMES[engine]
     if problem := runtime_problem(engine):
         raise ExportError(problem)
-    if dtype not in runtime.formats:
-        raise ExportError(f"the {engine} engine exports {', '.join(runtime.formats)}, not {dtype}")
+    if dtype not in runtime.dtypes:
+        raise ExportError(f"the {engine} engine exports {', '.join(runtime.dtypes)}, not {dtype}")
     folder = Path(model_dir)
     if not folder.is_dir():
         raise ExportError(f"{model_dir}: export needs a saved model folder (the graphs are built from its files)")
@@ -207,7 +207,7 @@ def export_runtime(
     # one export to a folder at a time: a second would delete the first's building folder
     with hold_folder(target.parent, f".export-{target.name}.lock", refusal):
         # traced in fp32; another format is made from those graphs by the exporters' quantizer
-        _, model = load_model(str(folder), "cpu", "fp32", engine="eager")
+        _, model = load_eager(str(folder), "cpu", "fp32")
         components = _exported_components(runtime, model, dtype, say)
         building = target.parent / f".building-{target.name}"
         shutil.rmtree(building, ignore_errors=True)
@@ -236,10 +236,10 @@ def _exported_components(runtime: Runtime, model: Any, dtype: str, say: Callable
     import torch
     from transformers import exporters
 
-    from ..export_graphs import graph_inputs
-    from ..exported_models import _model_summary
+    from .export_graphs import graph_inputs
+    from .packages import model_summary
 
-    summary = _model_summary(model)
+    summary = model_summary(model)
     exporter = getattr(exporters, runtime.exporter)()
     config_class = getattr(exporters, runtime.config)
     components = {}
@@ -260,7 +260,7 @@ def _exported_components(runtime: Runtime, model: Any, dtype: str, say: Callable
 
 def _misfit(folder: Path, engine: str, dtype: str, model_dir: str | os.PathLike[str]) -> str | None:
     """Why the export in ``folder`` does not fit the model in ``model_dir`` (None: it fits)."""
-    from ..export_graphs import GRAPH_LAYOUT
+    from .export_graphs import GRAPH_LAYOUT
 
     try:
         manifest = json.loads((folder / RUNTIME_MANIFEST).read_text(encoding="utf-8"))
@@ -282,7 +282,7 @@ def find_runtime(
     No trust is asked (``trust_exported`` is not read): the folder holds data, not code."""
     from transformers import exporters
 
-    from ..exported_decoding import ExportedDecoding
+    from .exported_decoding import ExportedDecoding
 
     folder = runtime_dir(model_dir, engine, dtype)
     if not (folder / EXPORTERS_MANIFEST).is_file():

@@ -27,8 +27,8 @@ except ImportError:  # a checkout without `pip install -e .`: the package is two
 
 from hf_graphtf import attention_link, graph_attention
 from hf_graphtf.families import FAMILIES
-from hf_graphtf.translation_formats import TRANSLATION_FORMATS, float_format_names
-from hf_graphtf.translation_modes import TRANSLATION_DTYPES, canonical_dtype, check_compilable
+from hf_graphtf.translation.dtype_choice import TRANSLATION_DTYPES, canonical_dtype, check_compilable
+from hf_graphtf.translation.dtypes import DTYPE_RECORDS, float_dtype_names
 from hf_graphtf.variants import variant_options
 
 PAD, EOS, BOS = 0, 1, 2
@@ -134,8 +134,8 @@ def select_variants(spec: str, family: str = DEFAULT_FAMILY) -> list[Variant]:
     return chosen
 
 
-#: the float formats a benchmark builds its models in, from the package's records (`hf_graphtf.translation_formats`)
-DTYPES = {name: TRANSLATION_FORMATS[name].torch() for name in float_format_names()}
+#: the float formats a benchmark builds its models in, from the package's records (`hf_graphtf.translation.dtypes`)
+DTYPES = {name: DTYPE_RECORDS[name].torch() for name in float_dtype_names()}
 
 
 def config_kwargs(shape: Shape, family: str, attn_implementation: str, max_length: int) -> dict[str, Any]:
@@ -306,13 +306,13 @@ def compiled_formats(spec: str) -> list[str]:
 
 def exported_formats(spec: str) -> list[str]:
     """``--exported``'s formats (`translation_formats`): only those ``hf-graphtf export`` builds."""
-    from hf_graphtf.exported_models import exportable_formats
+    from hf_graphtf.translation.aoti import exportable_dtypes
 
     formats = translation_formats(spec)
-    refused = [mode for mode in formats if mode not in exportable_formats()]
+    refused = [mode for mode in formats if mode not in exportable_dtypes()]
     if refused:
         raise argparse.ArgumentTypeError(
-            f"{', '.join(refused)} does not export; exported formats: {', '.join(exportable_formats())}"
+            f"{', '.join(refused)} does not export; exported formats: {', '.join(exportable_dtypes())}"
         )
     return formats
 

@@ -26,8 +26,8 @@ import torch
 from benchmark_page import header, run_start, table
 from common import add_test_split_args, copy_of_model, exported_formats, positive_ints, test_split, test_split_text
 
-from hf_graphtf.exported_models import export_model
-from hf_graphtf.inference import load_model, translate_texts
+from hf_graphtf.translation.aoti import export_model
+from hf_graphtf.translation.inference import load_model, translate_texts
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,8 +4,8 @@
     python recipes/benchmarks/int8_row_scales.py --model M --beam-sizes 5 --batch-sizes 32,8 --exported
 
 ``translate --dtype int8`` quantizes every linear layer's activations with a scale per row
-(`hf_graphtf.int8_linear`), as CTranslate2 does; torch's ``quantize_dynamic``, which the package used before,
-takes one scale for a layer's whole input, so a sentence's translation depended on the sentences batched with
+(`hf_graphtf.translation.int8_linear`), as CTranslate2 does; torch's ``quantize_dynamic``, which the package used
+before, takes one scale for a layer's whole input, so a sentence's translation depended on the sentences batched with
 it. Here a trained model translates a test split through `translate_texts` (the call under ``hf-graphtf
 translate``) in fp32, in int8 each way, and with ``--exported`` from ``hf-graphtf export --dtype int8``'s
 package (built in a copy of the model's folder from the int8 layers). Each runs at the first
@@ -29,8 +29,8 @@ import torch
 from benchmark_page import header, run_start, table
 from common import add_test_split_args, copy_of_model, positive_ints, test_split, test_split_text
 
-from hf_graphtf.exported_models import export_model
-from hf_graphtf.inference import load_model, translate_texts
+from hf_graphtf.translation.aoti import export_model
+from hf_graphtf.translation.inference import load_model, translate_texts
 
 
 def quantized_per_batch(model: Any) -> Any:

@@ -37,9 +37,9 @@ from common import (
     translation_formats,
 )
 
-from hf_graphtf.exported_models import export_model
-from hf_graphtf.inference import load_model, translate_texts
-from hf_graphtf.translation_modes import TRANSLATION_DTYPES
+from hf_graphtf.translation.aoti import export_model
+from hf_graphtf.translation.dtype_choice import TRANSLATION_DTYPES
+from hf_graphtf.translation.inference import load_model, translate_texts
 
 #: how far a cheaper format may move test BLEU from fp32 and still count as costing nothing
 QUALITY_TOLERANCE = 0.3

@@ -60,9 +60,9 @@ from common import (
 )
 from measure import CLOCK_TEXT, interleaved
 
-from hf_graphtf.exported_models import export_model, store_dir
-from hf_graphtf.inference import load_model
-from hf_graphtf.translation_modes import TRANSLATION_DTYPES
+from hf_graphtf.translation.aoti import export_model, store_dir
+from hf_graphtf.translation.dtype_choice import TRANSLATION_DTYPES
+from hf_graphtf.translation.inference import load_model
 
 #: opus-mt's special tokens: the converter of CTranslate2 expects ``<pad>`` last (the decoder's start)
 EOS, UNK = 0, 1
@@ -500,7 +500,7 @@ def measure(args: argparse.Namespace, work: Path) -> None:
         "batch": f"{args.batch_size} sentences of {args.length} source tokens, exactly {args.new_tokens} new tokens "
         "each (min = max)",
         "systems": "Transformers' MarianMTModel and the same weights with attention_link='both', each loaded by "
-        "hf_graphtf.inference.load_model in each --dtype; CTranslate2 on the vanilla weights, converted as "
+        "hf_graphtf.translation.inference.load_model in each --dtype; CTranslate2 on the vanilla weights, converted as "
         "ct2-transformers-converter does" + (f" ({missing})" if missing else ""),
         "steps": f"{args.warmup} warm-up + {args.steps} measured calls per system, interleaved; medians",
         "clock": CLOCK_TEXT[args.clock],

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from common import SHAPES, Shape, positive_ints, synchronizer  # noqa: E402
 from translation_speed import hf_runner, source_batch, write_models  # noqa: E402
 
-from hf_graphtf.inference import load_model  # noqa: E402
+from hf_graphtf.translation.inference import load_model  # noqa: E402
 
 LABELS = {"vanilla": "Transformers MarianMTModel", "linked": "linked (attention_link=both)"}
 #: how each system decodes: eager; compiled as ``translate --compile on`` compiles; and that compiling asked to

@@ -19,10 +19,10 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from hf_graphtf.translation_formats import TRANSLATION_FORMATS, float_format_names
+from hf_graphtf.translation.dtypes import DTYPE_RECORDS, float_dtype_names
 
 #: the float formats, from the package's records
-DTYPES = {name: TRANSLATION_FORMATS[name].torch() for name in float_format_names()}
+DTYPES = {name: DTYPE_RECORDS[name].torch() for name in float_dtype_names()}
 
 #: (query/key head dim, value head dim, what has it)
 SHAPES = (
