@@ -24,9 +24,9 @@ from .translation.dtype_choice import (
     DecodingSetup,
     canonical_dtype,
     decides_to_compile,
-    resolve_translation_dtype,
 )
 from .translation.dtypes import DTYPE_RECORDS, auto_candidates, self_checked_names
+from .translation.engine_choice import resolve_setup
 from .translation.engines import TRANSLATION_ENGINES, engine_choices, engine_help, exporting_engines
 from .translation.file_translation import FileTranslation
 from .translation.inference import (
@@ -169,7 +169,14 @@ def _translation_mode(args: argparse.Namespace) -> DecodingSetup:
     natively); `load_model` takes the result as it is, and `_load` says it in one line."""
     device = default_device(args.device)
     try:
-        mode = resolve_translation_dtype(args.dtype, device)
+        mode = resolve_setup(
+            args.dtype,
+            device,
+            args.model,
+            engine=getattr(args, "engine", "eager"),
+            trust_exported=getattr(args, "trust_exported", False),
+            compile=getattr(args, "compile", "off"),
+        )
         decides_to_compile(getattr(args, "compile", "off"), device, mode.dtype)  # refuses int8 with --compile on
     except ValueError as error:
         raise InputError(str(error)) from None

@@ -19,10 +19,19 @@ from hf_graphtf import cli
 from hf_graphtf.self_check import matrix
 from hf_graphtf.translation import runtimes
 from hf_graphtf.translation.aoti import ExportError
+from hf_graphtf.translation.engine_choice import Host
 from hf_graphtf.translation.engines import TRANSLATION_ENGINES
 from hf_graphtf.translation.inference import load_model, translate_texts
 
 ENGINES = tuple(runtimes.RUNTIMES)
+#: the host `--engine auto` orders engines for (`engine_choice`): ONNX Runtime before OpenVINO, int8 first
+AMD_HOST = Host(frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"}), "AuthenticAMD")
+
+
+def _on_host(monkeypatch, host: Host = AMD_HOST) -> None:
+    monkeypatch.setattr(Host, "read", classmethod(lambda cls, cpuinfo=None: host))
+
+
 SEARCHES = {
     "greedy": {"num_beams": 1},
     "beam": {"num_beams": 3, "length_penalty": 0.6, "min_new_tokens": 2},
@@ -142,6 +151,7 @@ def test_a_copied_folder_translates_without_any_trust_flag(linked, tmp_path, mon
     data, never asked to be trusted; and a copy whose weights changed is not used, and says why."""
     from hf_graphtf.translation import package_store
 
+    _on_host(monkeypatch)
     monkeypatch.setenv(package_store.CACHE_ENV, str(tmp_path / "store"))
     monkeypatch.delenv(package_store.TRUST_ENV, raising=False)
     copy = tmp_path / "copy"
@@ -171,10 +181,12 @@ def test_a_copied_folder_translates_without_any_trust_flag(linked, tmp_path, mon
 
 
 @pytest.mark.slow
-def test_an_onnx_int8_export_quantizes_the_products_and_says_how(linked):
+def test_an_onnx_int8_export_quantizes_the_products_and_says_how(linked, tmp_path, monkeypatch, capsys):
+    """An int8 export, and then ``translate`` with no flags takes it, saying so: on a host with int8 dot
+    products, int8 comes before the fp32 exports beside it."""
     import onnx
 
-    folder, _ = linked
+    folder = shutil.copytree(linked[0], tmp_path / "model")  # the module's folder keeps its fp32 exports only
     target = runtimes.export_runtime(folder, "int8", engine="onnx", progress=lambda line: None)
     ops = {node.op_type for node in onnx.load(target / "decoder_step.onnx", load_external_data=False).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
@@ -185,6 +197,16 @@ def test_an_onnx_int8_export_quantizes_the_products_and_says_how(linked):
     assert len(translated) == len(TEXTS) and any(translated)
     with pytest.raises(ExportError, match="exports fp32, not int8"):
         runtimes.export_runtime(folder, "int8", engine="openvino")
+    _on_host(monkeypatch)
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    argv = ["translate", "--model", str(folder), "--input", str(tmp_path / "in.txt"), "--max-new-tokens", "10"]
+    capsys.readouterr()
+    assert cli.main([*argv, "--output", str(tmp_path / "no-flags.txt")]) == 0
+    said = capsys.readouterr().err
+    assert "translating in int8, the model's exported onnx package (int8 first: avx512_vnni" in said
+    assert "decoding with ONNX Runtime (onnx int8 export" in said
+    assert cli.main([*argv, "--dtype", "int8", "--engine", "onnx", "--output", str(tmp_path / "named.txt")]) == 0
+    assert (tmp_path / "no-flags.txt").read_text() == (tmp_path / "named.txt").read_text()
 
 
 @pytest.mark.slow

@@ -337,6 +337,24 @@ def _aoti_runner(path: Path) -> Any:
     return AOTICompiledModel(torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1))
 
 
+def holds_package(model_dir: str | os.PathLike[str], dtype: str, *, trust_exported: bool = False) -> bool:
+    """Whether `find_exported` would open a package of ``model_dir`` in ``dtype``: this user's build for this
+    torch and CPU, or one the folder carries that is this user's or trusted. Nothing is opened as code; the
+    weights are hashed only where this user has built anything (`packages.model_digest` keeps the digest)."""
+    from .export_graphs import GRAPH_NAMES
+
+    if not Path(model_dir).is_dir():
+        return False
+    carried = export_dir(model_dir, dtype)
+    if (carried / MANIFEST).is_file():
+        trusted = trust_exported or package_store.trusted_by_environment()
+        if trusted or package_store.built_here([carried / f"{name}.pt2" for name in GRAPH_NAMES]):
+            return True
+    if not any(package_store.store_root().glob(f"*/*/{MANIFEST}")):
+        return False
+    return (store_dir(model_dir, dtype) / MANIFEST).is_file()
+
+
 def find_exported(
     model: Any, model_dir: str | os.PathLike[str], dtype: str, *, trust_exported: bool = False
 ) -> PackageLookup:

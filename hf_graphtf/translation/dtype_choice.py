@@ -71,7 +71,8 @@ class DecodingSetup:
     ``compiled`` marks compiled static-cache decoding (`compile_decoding`); ``engine_note`` is what the line
     says of an exported package (used, or there but not fitting: `aoti.find_exported`), empty where
     the model folder has none; ``cache_note`` says where the folder's config turned the KV cache off and
-    decoding turned it back on (`translation_pipeline.decode_with_cache`)."""
+    decoding turned it back on (`translation_pipeline.decode_with_cache`); ``engines`` are the engines to try,
+    best first, where the dtype was picked from the model's packages (`engine_choice.pick_package`)."""
 
     dtype: str
     requested: str
@@ -80,6 +81,7 @@ class DecodingSetup:
     compiled: bool = False
     engine_note: str = ""
     cache_note: str = ""
+    engines: tuple[str, ...] = ()
 
     @property
     def record(self) -> TranslationDtype:

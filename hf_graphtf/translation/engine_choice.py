@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..machine import BF16_CPU_FLAGS, cpu_flags
+from .dtype_choice import DecodingSetup, canonical_dtype, resolve_translation_dtype
 
 #: the x86 flags of int8 dot-product instructions (VNNI in AVX-512 or AVX, AMX's int8 tiles)
 INT8_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
@@ -59,9 +60,11 @@ class Host:
 
 
 def dtype_order(host: Host, dtypes: list[str]) -> list[str]:
-    """``dtypes`` best first: int8, then bf16, where the host computes them in hardware; fp32; then the rest."""
+    """``dtypes`` best first: int8, then bf16, where the host computes them in hardware; fp32; then int8 without
+    its instructions (slower products, still integer ones), bf16 emulated (many times slower), the rest."""
     native = [dtype for dtype in ("int8", "bf16", "fp32") if dtype in dtypes and host.computes(dtype)[0]]
-    return native + [dtype for dtype in ("fp32", "bf16", "int8", *dtypes) if dtype in dtypes and dtype not in native]
+    rest = [dtype for dtype in ("fp32", "int8", "bf16", *dtypes) if dtype in dtypes and dtype not in native]
+    return native + list(dict.fromkeys(rest))
 
 
 def engine_order(host: Host, engines: list[str]) -> list[str]:
@@ -133,6 +136,28 @@ def pick_package(
     return PackagePick(dtype, tuple(engines), reason)
 
 
+def resolve_setup(
+    requested: str,
+    device: str,
+    model_dir: str | os.PathLike[str],
+    *,
+    engine: str = "auto",
+    trust_exported: bool = False,
+    compile: str = "off",
+    cpuinfo: Path = Path("/proc/cpuinfo"),
+) -> DecodingSetup:
+    """``--dtype`` resolved once for the model it loads: ``auto`` (or left out) takes the dtype of the model's
+    best package for this host where it has one and a package may decode (an exporting or choosing
+    ``engine``, on the CPU, not compiled); otherwise `dtype_choice.resolve_translation_dtype` decides."""
+    canonical = canonical_dtype(requested)
+    if canonical == "auto" and engine != "eager" and compile != "on" and str(device) == "cpu":
+        pick = pick_package(model_dir, engine, trust_exported, cpuinfo)
+        if pick is not None:
+            setup = resolve_translation_dtype(pick.dtype, device, cpuinfo)
+            return DecodingSetup(pick.dtype, "auto", pick.reason, emulated=setup.emulated, engines=pick.engines)
+    return resolve_translation_dtype(canonical, device, cpuinfo)
+
+
 __all__ = [
     "INT8_CPU_FLAGS",
     "Host",
@@ -142,4 +167,5 @@ __all__ = [
     "engine_reason",
     "packages_held",
     "pick_package",
+    "resolve_setup",
 ]

@@ -7,8 +7,9 @@ reads the record: the CLI's ``--engine`` choices of ``translate``, ``evaluate`` 
 `inference.load_model`. So an engine is one registration (docs/internals.md, "Adding an engine"), at the end of
 this module.
 
-Two words are not engines: ``auto`` (the default) takes the first registered engine with a package that may
-run and fits, else decodes eagerly, and ``exported`` does the same but refuses to fall back.
+Two words are not engines: ``auto`` (the default) takes the best engine for this host with a package that may
+run and fits (`engine_choice`: by the CPU's flags and vendor), else decodes eagerly, and ``exported`` does the
+same but refuses to fall back.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ class TranslationEngine:
     """One engine.
 
     ``build(model_dir, dtype, output=..., progress=..., command=...)`` builds its packages and returns their
-    folder; ``find(model, model_dir, dtype, trust_exported=...)`` returns an `aoti.PackageLookup`
-    (the decoding, or None and why not). Both None: the model's own forward (eager), which needs nothing built.
+    folder; ``find(model, model_dir, dtype, trust_exported=...)`` returns a `packages.PackageLookup`
+    (the decoding, or None and why not); ``holds(model_dir, dtype, trust_exported)`` says, without loading
+    anything, whether the model has a package in ``dtype`` that may run here (`engine_choice` picks the dtype
+    from these). All None: the model's own forward (eager), which needs nothing built.
     ``dtypes`` are the ``--dtype`` names it builds and decodes (empty: every format); ``devices`` the device
     types it runs on (empty: any). ``runs_code``: loading a package runs native code, so one built elsewhere
     runs only where trusted."""
@@ -42,6 +45,7 @@ class TranslationEngine:
     devices: tuple[str, ...] = ()
     build: Callable[..., Path] | None = None
     find: Callable[..., Any] | None = None
+    holds: Callable[[str, str, bool], bool] | None = None
 
     @property
     def exports(self) -> bool:
@@ -89,6 +93,12 @@ def _aoti_build(*args: Any, **kwargs: Any) -> Path:
     return export_model(*args, **kwargs)
 
 
+def _aoti_holds(model_dir: str, dtype: str, trust_exported: bool) -> bool:
+    from .aoti import holds_package
+
+    return holds_package(model_dir, dtype, trust_exported=trust_exported)
+
+
 def _aoti_find(*args: Any, **kwargs: Any) -> Any:
     from .aoti import find_exported
 
@@ -105,6 +115,7 @@ register_engine(
         devices=("cpu",),
         build=_aoti_build,
         find=_aoti_find,
+        holds=_aoti_holds,
     )
 )
 
@@ -125,8 +136,15 @@ def _runtime_engine(name: str) -> TranslationEngine:
 
         return find_runtime(*args, engine=name, **kwargs)
 
+    def holds(model_dir: str, dtype: str, trust_exported: bool) -> bool:
+        from .runtimes import holds_export
+
+        return holds_export(model_dir, name, dtype)
+
     runtime = RUNTIMES[name]
-    return TranslationEngine(name, runtime.description, dtypes=runtime.dtypes, devices=("cpu",), build=build, find=find)
+    return TranslationEngine(
+        name, runtime.description, dtypes=runtime.dtypes, devices=("cpu",), build=build, find=find, holds=holds
+    )
 
 
 register_engine(_runtime_engine("onnx"))

@@ -274,12 +274,15 @@ def load_model(
     ``HF_GRAPHTF_TRUST_EXPORTED=1``), and is never opened otherwise. The model's ``decoding_setup`` records
     what it was loaded in, which engine decodes, and why; ``exported_decoding`` holds the package's graphs (or
     None)."""
+    from .engine_choice import resolve_setup
     from .engines import engine_choices
     from .packages import ExportError
 
     if engine not in engine_choices():
         raise ValueError(f"engine must be one of {', '.join(engine_choices())}; got {engine!r}")
     device = default_device(device)
+    if not isinstance(dtype, DecodingSetup):  # auto: the dtype of the model's best package, where it has one
+        dtype = resolve_setup(dtype, device, name, engine=engine, trust_exported=trust_exported, compile=compile)
     tokenizer, model = load_eager(name, device, dtype, attn_implementation, compile)
     mode = model.decoding_setup
     compiled = mode.compiled
@@ -297,14 +300,20 @@ def load_model(
 def _find_package(
     model: Any, name: str, mode: DecodingSetup, engine: str, device: str, trust_exported: bool
 ) -> DecodingSetup:
-    """`load_model`'s package for ``engine`` (a registered engine, or ``auto``/``exported``: the first engine
-    whose package may run and fits): set as ``model.exported_decoding``, and ``mode`` with what the line says.
+    """`load_model`'s package for ``engine`` (a registered engine, or ``auto``/``exported``: the best engine for
+    this host whose package may run and fits, `engine_choice.engine_order`): set as ``model.exported_decoding``,
+    and ``mode`` with what the line says.
     ``exported`` and a named engine refuse to decode eagerly instead; ``auto`` says why where a package was
     there but not used."""
+    from .engine_choice import Host, engine_order
     from .engines import CHOOSERS, TRANSLATION_ENGINES
     from .packages import ExportError
 
-    engines = list(TRANSLATION_ENGINES.values()) if engine in CHOOSERS else [TRANSLATION_ENGINES[engine]]
+    if engine in CHOOSERS:  # the model's packages' engines best first, or every engine in the host's order
+        names = list(mode.engines) or engine_order(Host.read(), list(TRANSLATION_ENGINES))
+    else:
+        names = [engine]
+    engines = [TRANSLATION_ENGINES[name] for name in names]
     takes = [candidate for candidate in engines if candidate.find and candidate.takes(mode.dtype, device)]
     if not takes:
         if engine != "auto":

@@ -8,6 +8,7 @@ them: the wing's imports then run one way.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -49,13 +50,22 @@ _sha256 = package_store.sha256_of
 
 
 def model_digest(model_dir: str | os.PathLike[str]) -> str:
-    """One digest of the files a package depends on (`_MODEL_FILE_PATTERNS`), by name and content."""
-    digest = hashlib.sha256()
+    """One digest of the files a package depends on (`_MODEL_FILE_PATTERNS`), by name and content.
+
+    Kept per process for files whose size and modification time have not changed: choosing an engine and
+    loading its package both ask, and a model's weights are hundreds of megabytes."""
     folder = Path(model_dir)
     files = sorted({path for pattern in _MODEL_FILE_PATTERNS for path in folder.glob(pattern)})
-    for path in files:
-        digest.update(path.name.encode())
-        digest.update(_sha256(path).encode())
+    stamps = tuple((path.name, path.stat().st_size, path.stat().st_mtime_ns) for path in files)
+    return _digest_of(str(folder.resolve()), stamps)
+
+
+@functools.lru_cache(maxsize=64)
+def _digest_of(folder: str, stamps: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for name, _size, _mtime in stamps:
+        digest.update(name.encode())
+        digest.update(_sha256(Path(folder) / name).encode())
     return digest.hexdigest()
 
 

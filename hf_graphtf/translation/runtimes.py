@@ -275,6 +275,12 @@ def _misfit(folder: Path, engine: str, dtype: str, model_dir: str | os.PathLike[
     return None
 
 
+def holds_export(model_dir: str | os.PathLike[str], engine: str, dtype: str) -> bool:
+    """Whether ``model_dir`` holds an ``engine`` export in ``dtype`` and the runtime is installed (whether it
+    fits is `find_runtime`'s to say, once the model has loaded)."""
+    return (runtime_dir(model_dir, engine, dtype) / EXPORTERS_MANIFEST).is_file() and runtime_problem(engine) is None
+
+
 def find_runtime(
     model: Any, model_dir: str | os.PathLike[str], dtype: str, *, engine: str, trust_exported: bool = False
 ) -> PackageLookup:
