@@ -220,7 +220,7 @@ def test_translation_speed_times_an_exported_model_and_says_what_it_stores(monke
     speed = _load("translation_speed")
     monkeypatch.setattr(speed, "has_ctranslate2", lambda: False)
     argv = ["--size", "tiny", "--vocab", "64", "--steps", "1", "--warmup", "0", "--threads", "1", "--beams", "1"]
-    speed.main([*argv, "--modes", "fp32", "--exported", "fp32"])
+    speed.main([*argv, "--dtypes", "fp32", "--exported", "fp32"])
     out = capsys.readouterr().out
     systems = [row[2] for row in _table_rows(out) if len(row) > 4]
     assert "linked (attention_link=both) fp32, exported" in systems
@@ -241,7 +241,7 @@ def test_translation_speed_times_compiled_decoding_with_its_compile_time_apart(m
     real = dtype_choice.compile_decoding
     monkeypatch.setattr(loading, "compile_decoding", lambda model: real(model, backend="eager"))
     argv = ["--size", "tiny", "--vocab", "64", "--steps", "1", "--warmup", "0", "--threads", "1"]
-    speed.main([*argv, "--modes", "fp32,int8", "--beams", "1", "--compiled"])
+    speed.main([*argv, "--dtypes", "fp32,int8", "--beams", "1", "--compiled"])
     out = capsys.readouterr().out
     systems = [row[2] for row in _table_rows(out)]
     assert "linked (attention_link=both) fp32, compiled" in systems
@@ -315,7 +315,7 @@ def test_translation_quality_scores_each_format_and_a_compiled_one_against_fp32(
     real = dtype_choice.compile_decoding
     monkeypatch.setattr(loading, "compile_decoding", lambda model: real(model, backend="eager"))
     argv = ["--model", str(folders["linked"]), "--corpus", str(tmp_path / "corpus"), "--max-new-tokens", "4"]
-    quality.main([*argv, "--beam-size", "2", "--threads", "1", "--modes", "bf16", "--compiled", "fp32"])
+    quality.main([*argv, "--beam-size", "2", "--threads", "1", "--dtypes", "bf16", "--compiled", "fp32"])
     out = capsys.readouterr().out
     rows = _table_rows(out)
     assert [row[0] for row in rows] == ["fp32", "bf16", "fp32, compiled"]
@@ -389,7 +389,7 @@ def test_int8_row_scales_scores_both_quantizations_and_counts_the_lines_a_batch_
 @pytest.mark.parametrize(
     ("script", "argv", "told"),
     [
-        ("translation_speed", ["--modes", "fp32,int4"], "int4"),
+        ("translation_speed", ["--dtypes", "fp32,int4"], "int4"),
         ("translation_speed", ["--beams", "4,zero"], "'4,zero'"),
         ("translation_speed", ["--threads", "0"], "'0'"),
         ("translation_quality", ["--modes", "fp8"], "fp8"),

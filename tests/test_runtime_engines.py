@@ -46,6 +46,22 @@ def test_each_runtime_is_an_engine_whose_exports_are_data():
         assert engine.takes("int8", "cpu") == ("int8" in runtimes.RUNTIMES[name].quantizers)
 
 
+def test_building_openvino_int8_without_nncf_is_refused_in_one_line(monkeypatch, tmp_path):
+    """Loading an openvino int8 export needs only openvino; building one needs NNCF, and says which extra."""
+    real = runtimes.importlib.util.find_spec
+    monkeypatch.setattr(
+        runtimes.importlib.util, "find_spec", lambda name, *a: None if name == "nncf" else real(name, *a)
+    )
+    if runtimes.runtime_problem("openvino"):
+        pytest.skip(runtimes.runtime_problem("openvino"))
+    assert runtimes.runtime_problem("openvino", building="int8") == (
+        "building openvino int8 needs nncf, not installed: pip install 'hf-graphtf[openvino-int8]'"
+    )
+    assert runtimes.runtime_problem("openvino", building="fp32") is None
+    with pytest.raises(ExportError, match=r"needs nncf, not installed"):
+        runtimes.export_runtime(tmp_path, "int8", engine="openvino")
+
+
 def test_a_missing_runtime_is_refused_in_one_line_and_the_other_engines_remain(
     monkeypatch, tmp_path, tiny_tokenizer, capsys
 ):
@@ -217,3 +233,31 @@ def test_the_other_families_export_to_onnx_and_decode_as_generate(tmp_path, tiny
     folder = _save(tmp_path, tiny_tokenizer, family, name)
     runtimes.export_runtime(folder, "fp32", engine="onnx", progress=lambda line: None)
     _generates_alike(folder, "onnx")
+
+
+@pytest.mark.slow
+def test_an_openvino_int8_export_compresses_the_weights_and_keeps_each_line_alone(linked, tmp_path):
+    """NNCF's int8 weights, and OpenVINO quantizing activations per row: a line translates as it does alone,
+    whatever is batched with it (unlike onnx int8, whose activations share one scale per tensor)."""
+    import openvino
+
+    if problem := runtimes.runtime_problem("openvino", building="int8"):
+        pytest.skip(problem)
+    folder = shutil.copytree(linked[0], tmp_path / "model")
+    target = runtimes.export_runtime(folder, "int8", engine="openvino", progress=lambda line: None)
+    graph = openvino.Core().read_model(target / "openvino_decoder_step.xml")
+    constants = [op for op in graph.get_ops() if op.get_type_name() == "Constant"]
+    assert any(op.get_element_type() == openvino.Type.i8 for op in constants)
+    _, model = load_model(str(folder), "cpu", "int8", engine="openvino")
+    assert "decoding with OpenVINO (openvino int8 export" in model.decoding_setup.reason
+    assert "activations quantized per row" in model.decoding_setup.reason
+    input_ids, attention_mask = sources()
+    options = {"max_new_tokens": 12, "num_beams": 1}
+    with torch.inference_mode():
+        batched = model.exported_decoding.generate(model, input_ids=input_ids, attention_mask=attention_mask, **options)
+        for row in range(input_ids.shape[0]):
+            alone = model.exported_decoding.generate(
+                model, input_ids=input_ids[row : row + 1], attention_mask=attention_mask[row : row + 1], **options
+            )
+            assert torch.equal(alone[0], batched[row, : alone.shape[1]]), row
+            assert (batched[row, alone.shape[1] :] == matrix.PAD).all(), row

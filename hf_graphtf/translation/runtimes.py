@@ -60,6 +60,9 @@ class Runtime:
     quantizers: dict[str, Callable[[], Any]] = field(default_factory=dict)
     #: said in ``--help`` and on the results page about its int8
     int8_note: str = ""
+    #: what building a quantized format needs beyond ``modules`` (loading it needs only the runtime): the
+    #: modules, and the extra that installs them
+    quantizer_needs: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -101,6 +104,16 @@ def _onnx_int8_quantizer() -> Any:
     return OnnxRuntimeQuantizer(OnnxRuntimeDynamicConfig(per_channel=True, op_types_to_quantize=["MatMul"]))
 
 
+def _openvino_int8_quantizer() -> Any:
+    """NNCF's data-free int8 weight compression (symmetric, a scale per output channel); OpenVINO's CPU plugin
+    then quantizes each product's activations as it runs, per row and group of input channels
+    (``DYNAMIC_QUANTIZATION_GROUP_SIZE``), so a line's translation does not depend on its batch."""
+    import nncf
+    from transformers.exporters import NNCFOpenVINOQuantizer, NNCFWeightCompressionConfig
+
+    return NNCFOpenVINOQuantizer(NNCFWeightCompressionConfig(mode=nncf.CompressWeightsMode.INT8_SYM))
+
+
 _RUNTIME_RECORDS = (
     Runtime(
         "onnx",
@@ -124,20 +137,29 @@ _RUNTIME_RECORDS = (
         # the graphs take and give their caches as tensors (`exported_decoding` keeps them)
         config_options={"stateful": False},
         runner_options=_openvino_runner_options,
+        quantizers={"int8": _openvino_int8_quantizer},
+        int8_note="int8 weights per output channel (NNCF), activations quantized per row as each product runs",
+        quantizer_needs={"int8": (("nncf",), "openvino-int8")},
     ),
 )
 #: the runtimes by name, as ``--engine`` names them
 RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in _RUNTIME_RECORDS}
 
 
-def runtime_problem(name: str) -> str | None:
-    """What this install lacks for the runtime ``name``, in one line, or None."""
+def runtime_problem(name: str, building: str | None = None) -> str | None:
+    """What this install lacks for the runtime ``name``, in one line, or None; ``building``: a dtype to build,
+    whose quantizer may need more than the runtime (`Runtime.quantizer_needs`)."""
     import transformers
 
     runtime = RUNTIMES[name]
     missing = [module for module in runtime.modules if importlib.util.find_spec(module) is None]
     if missing:
         return f"the {name} engine needs {', '.join(missing)}, not installed: pip install 'hf-graphtf[{runtime.extra}]'"
+    modules, extra = runtime.quantizer_needs.get(building or "", ((), ""))
+    if missing := [module for module in modules if importlib.util.find_spec(module) is None]:
+        return (
+            f"building {name} {building} needs {', '.join(missing)}, not installed: pip install 'hf-graphtf[{extra}]'"
+        )
     try:
         from transformers import exporters
 
@@ -191,10 +213,10 @@ def export_runtime(
 
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     runtime = RUNTIMES[engine]
-    if problem := runtime_problem(engine):
-        raise ExportError(problem)
     if dtype not in runtime.dtypes:
         raise ExportError(f"the {engine} engine exports {', '.join(runtime.dtypes)}, not {dtype}")
+    if problem := runtime_problem(engine, building=dtype):
+        raise ExportError(problem)
     folder = Path(model_dir)
     if not folder.is_dir():
         raise ExportError(f"{model_dir}: export needs a saved model folder (the graphs are built from its files)")

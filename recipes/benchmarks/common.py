@@ -282,7 +282,7 @@ def positive_ints(spec: str) -> list[int]:
     return values
 
 
-def translation_formats(spec: str) -> list[str]:
+def translation_dtypes(spec: str) -> list[str]:
     """A comma-separated list of translation formats (``"fp32,int8"``) in the package's spelling, for
     argparse's ``type``: a format the package does not translate in is refused by name when the arguments
     are read, before a model loads."""
@@ -293,9 +293,9 @@ def translation_formats(spec: str) -> list[str]:
 
 
 def compiled_formats(spec: str) -> list[str]:
-    """``--compiled``'s formats (`translation_formats`): int8, whose quantized linears do not compile, is
+    """``--compiled``'s formats (`translation_dtypes`): int8, whose quantized linears do not compile, is
     refused too."""
-    formats = translation_formats(spec)
+    formats = translation_dtypes(spec)
     try:
         for mode in formats:
             check_compilable(mode)
@@ -305,10 +305,10 @@ def compiled_formats(spec: str) -> list[str]:
 
 
 def exported_formats(spec: str) -> list[str]:
-    """``--exported``'s formats (`translation_formats`): only those ``hf-graphtf export`` builds."""
+    """``--exported``'s formats (`translation_dtypes`): only those ``hf-graphtf export`` builds."""
     from hf_graphtf.translation.aoti import exportable_dtypes
 
-    formats = translation_formats(spec)
+    formats = translation_dtypes(spec)
     refused = [mode for mode in formats if mode not in exportable_dtypes()]
     if refused:
         raise argparse.ArgumentTypeError(

@@ -1,9 +1,9 @@
 """What each translation format costs in quality: test BLEU and chrF of one saved model in fp32, bf16 and int8.
 
     python recipes/benchmarks/translation_quality.py                       # the main job's model, es-en test
-    python recipes/benchmarks/translation_quality.py --model outputs/al_both --modes fp32,int8
+    python recipes/benchmarks/translation_quality.py --model outputs/al_both --dtypes fp32,int8
     python recipes/benchmarks/translation_quality.py --model M --corpus C --max-sentences 50   # a quick look
-    python recipes/benchmarks/translation_quality.py --modes bf16 --compiled bf16                # compiled too
+    python recipes/benchmarks/translation_quality.py --dtypes bf16 --compiled bf16                # compiled too
     python recipes/benchmarks/translation_quality.py --exported bf16,int8          # hf-graphtf export's packages
 
 Each format translates the whole split through the package's own `load_model` and `translate_texts` (the
@@ -34,7 +34,7 @@ from common import (
     exported_formats,
     test_split,
     test_split_text,
-    translation_formats,
+    translation_dtypes,
 )
 
 from hf_graphtf.translation.aoti import export_model
@@ -49,7 +49,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_test_split_args(parser)
     parser.add_argument(
-        "--modes", type=translation_formats, default="fp32,bf16,int8", help=f"of {', '.join(TRANSLATION_DTYPES[1:])}"
+        "--dtypes",
+        "--modes",  # its name before 0.2
+        type=translation_dtypes,
+        default="fp32,bf16,int8",
+        help=f"of {', '.join(TRANSLATION_DTYPES[1:])}",
     )
     parser.add_argument("--beam-size", type=int, default=5, help="the quickstart's test beam")
     parser.add_argument("--max-new-tokens", type=int, default=128)
@@ -72,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
-    modes = list(args.modes)
+    modes = list(args.dtypes)
     if "fp32" not in modes:
         modes.insert(0, "fp32")  # the reference every difference is taken from
     compiled = args.compiled  # int8 was refused when the arguments were read, before a minute of translating

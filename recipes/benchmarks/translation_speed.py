@@ -56,7 +56,7 @@ from common import (
     exported_formats,
     positive_ints,
     synchronizer,
-    translation_formats,
+    translation_dtypes,
 )
 from measure import CLOCK_TEXT, interleaved
 
@@ -266,7 +266,7 @@ def _end_to_end_jobs(
     common += ["--batch-size", str(args.batch_size), "--quiet", "--input", str(source), "--threads", str(threads)]
     translate = [sys.executable, "-m", "hf_graphtf.cli", "translate", "--model", str(folders["linked"]), *common]
     jobs: list[tuple[str, list[str], Path, dict[str, str]]] = []
-    for mode in args.modes:
+    for mode in args.dtypes:
         output = work / f"out-{mode}.txt"
         command = [*translate, "--dtype", mode, "--engine", "eager", "--output", str(output)]
         jobs.append((f"hf-graphtf translate, linked, --dtype {mode}", command, output, {}))
@@ -332,8 +332,9 @@ def main(argv: list[str] | None = None) -> None:
         "--device", default="cpu", help="cpu, or cuda for the package's rows alone (CTranslate2 runs on the CPU here)"
     )
     parser.add_argument(
-        "--modes",
-        type=translation_formats,
+        "--dtypes",
+        "--modes",  # its name before 0.2
+        type=translation_dtypes,
         default="fp32,bf16,int8",
         help=f"the package's formats to time, of {', '.join(TRANSLATION_DTYPES[1:])}",
     )
@@ -409,7 +410,7 @@ def measure(args: argparse.Namespace, work: Path) -> None:
     # every format of the package, loaded once (as `translate` loads it) and timed at each thread count
     models: dict[str, torch.nn.Module] = {}
     for family, label in (("vanilla", "Transformers MarianMTModel"), ("linked", "linked (attention_link=both)")):
-        for mode in [] if args.end_to_end_only else args.modes:
+        for mode in [] if args.end_to_end_only else args.dtypes:
             tokenizer, models[f"{label} {mode}"] = load_model(str(folders[family]), args.device, mode, engine="eager")
     compiled_names = []
     for mode in args.compiled if not args.end_to_end_only else []:
@@ -512,7 +513,7 @@ def measure(args: argparse.Namespace, work: Path) -> None:
     print(header("Translation speed beside CTranslate2", settings, args.device, start, threads=threads))
     if rows:
         print()
-        base = f"vs Transformers {args.modes[0]}" if args.modes else f"vs {rows[0][2]}"
+        base = f"vs Transformers {args.dtypes[0]}" if args.dtypes else f"vs {rows[0][2]}"
         columns = ["threads", "search", "system", "target tokens/s", base, "vs CTranslate2 int8"]
         print(table(columns, rows))
     if sizes:
