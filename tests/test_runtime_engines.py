@@ -192,6 +192,7 @@ def test_a_copied_folder_translates_without_any_trust_flag(linked, tmp_path, mon
     (runtimes.runtime_dir(copy, "onnx", "fp32") / "decoder_step.onnx").write_bytes(b"not a graph")
     _, model = translate_with(copy, "auto")  # the next engine whose export loads: OpenVINO's
     assert "decoding with OpenVINO" in model.decoding_setup.reason
+    assert "; passed over: the onnx fp32 export in" in model.decoding_setup.reason  # and why not ONNX Runtime's
     with pytest.raises(ExportError, match="does not load"):
         load_model(str(copy), "cpu", "fp32", engine="onnx")
 

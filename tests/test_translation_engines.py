@@ -1,4 +1,4 @@
-"""The engines (`translation_engines`): one record each, read by the CLI and `load_model`; adding one is one
+"""The engines (`translation.engines`): one record each, read by the CLI and `load_model`; adding one is one
 registration, and it is then offered, built for and decoded with, as the built-in ones are."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import torch
 from hf_graphtf import cli
 from hf_graphtf.self_check import matrix
 from hf_graphtf.translation import engines
-from hf_graphtf.translation.aoti import PackageLookup
 from hf_graphtf.translation.engines import TRANSLATION_ENGINES, TranslationEngine, register_engine
+from hf_graphtf.translation.packages import PackageLookup
 
 
 def test_the_built_in_engines_say_what_they_take_and_whether_loading_runs_code():
@@ -52,6 +52,32 @@ def test_an_engine_is_one_registration(tmp_path, tiny_tokenizer, monkeypatch, ca
     with pytest.raises(SystemExit):  # gone again: no longer a choice
         monkeypatch.delitem(TRANSLATION_ENGINES, "standin")
         cli.main([*argv, "--engine", "standin"])
+
+
+def test_auto_says_a_package_it_passed_over_for_the_one_that_decodes(tmp_path, tiny_tokenizer, monkeypatch):
+    """Where one engine's package is there but does not load and the next one's decodes, the line names both:
+    nothing is passed over silently."""
+    from hf_graphtf.translation.inference import load_model
+
+    def broken(model, model_dir, dtype, *, trust_exported=False):
+        return PackageLookup(None, "the first export does not load (damaged)", True, held=True)
+
+    def absent(model, model_dir, dtype, *, trust_exported=False):
+        return PackageLookup(None, "no second export (hf-graphtf export builds one)", True)
+
+    def working(model, model_dir, dtype, *, trust_exported=False):
+        return PackageLookup(_Decoding(), "decoding with the third export", True)
+
+    monkeypatch.setattr(engines, "TRANSLATION_ENGINES", {})
+    for name, find in (("first", broken), ("second", absent), ("third", working)):
+        engines.TRANSLATION_ENGINES[name] = TranslationEngine(name, "a test's", find=find)
+    folder = tmp_path / "model"
+    matrix.tiny_model("marian", {}, dtype=torch.float32).save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    _, model = load_model(str(folder), "cpu", "fp32", engine="auto")
+    assert model.decoding_setup.engine_note == (
+        "decoding with the third export; passed over: the first export does not load (damaged)"
+    )
 
 
 class _Decoding:

@@ -378,7 +378,7 @@ def find_exported(
     if (carried / MANIFEST).is_file():
         trusted = trust_exported or package_store.trusted_by_environment()
         if not (trusted or package_store.built_here([carried / f"{name}.pt2" for name in GRAPH_NAMES])):
-            return PackageLookup(None, package_store.untrusted_line(carried, dtype, str(model_dir)), True)
+            return PackageLookup(None, package_store.untrusted_line(carried, dtype, str(model_dir)), True, held=True)
         return _load_found(model, model_dir, dtype, carried, "the model folder carries", digest)
     earlier = _earlier_build(model_dir, dtype, digest, builds)
     if earlier is not None:
@@ -388,6 +388,7 @@ def find_exported(
             f"its earlier weights or configuration; hf-graphtf export --model {model_dir} --dtype {dtype} builds "
             "it again)",
             True,
+            held=True,
         )
     others = (Path(model_dir) / EXPORT_DIR).is_dir() or own.parent.is_dir()
     return PackageLookup(None, f"no exported {dtype} package for {model_dir} (hf-graphtf export builds one)", others)
@@ -417,7 +418,7 @@ def _load_found(
     try:
         decoding = load_exported(model, model_dir, dtype, folder, digest)
     except ExportedPackageProblem as problem:
-        return PackageLookup(None, f"the exported {dtype} package in {folder} does not fit: {problem}", True)
+        return PackageLookup(None, f"the exported {dtype} package in {folder} does not fit: {problem}", True, held=True)
     manifest = ExportManifest.read(folder)
     seconds = time.perf_counter() - started
     clause = f"decoding with the exported {dtype} package {whose} (built {manifest.built}, loaded in {seconds:.1f} s)"

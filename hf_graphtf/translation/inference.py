@@ -324,7 +324,10 @@ def _find_package(
         lookup = candidate.find(model, name, mode.dtype, trust_exported=trust_exported)
         if lookup.decoding is not None:
             model.exported_decoding = lookup.decoding
-            return replace(mode, reason=f"{mode.reason}; {lookup.clause}", engine_note=lookup.clause)
+            # a package passed over on the way (there, but not fitting or not loading) is said, never silent
+            passed = "".join(f"; passed over: {earlier.clause}" for earlier in said if earlier.held)
+            note = lookup.clause + passed
+            return replace(mode, reason=f"{mode.reason}; {note}", engine_note=note)
         said.append(lookup)
     clause = "; ".join(lookup.clause for lookup in said)
     if engine != "auto":

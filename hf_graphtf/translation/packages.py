@@ -109,11 +109,14 @@ class ExportManifest:
 class PackageLookup:
     """What an engine's lookup (`aoti.find_exported`, `runtimes.find_runtime`) found: the decoding (None where
     no package is used), the clause saying so or why not, and whether there was a package for the model at all
-    (where there was none, eager decoding is not worth a line)."""
+    (where there was none, eager decoding is not worth a line); ``held``: the engine had a package of the model in
+    this dtype that was not used (not fitting, not loading, not trusted), which `auto` says even where another
+    engine then decodes."""
 
     decoding: Any
     clause: str
     found: bool
+    held: bool = False
 
 
 def model_summary(model: Any) -> str:

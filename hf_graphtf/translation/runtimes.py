@@ -317,11 +317,13 @@ def find_runtime(
         found = (Path(model_dir) / EXPORT_DIR).is_dir()
         return PackageLookup(None, f"no {engine} {dtype} export in {folder} (hf-graphtf export builds one)", found)
     if problem := runtime_problem(engine):
-        return PackageLookup(None, problem, True)
+        return PackageLookup(None, problem, True, held=True)
     if str(model.device) != "cpu":
-        return PackageLookup(None, f"the {engine} export runs on the CPU, the model is on {model.device}", True)
+        return PackageLookup(
+            None, f"the {engine} export runs on the CPU, the model is on {model.device}", True, held=True
+        )
     if misfit := _misfit(folder, engine, dtype, model_dir):
-        return PackageLookup(None, f"the {engine} {dtype} export in {folder} does not fit: {misfit}", True)
+        return PackageLookup(None, f"the {engine} {dtype} export in {folder} does not fit: {misfit}", True, held=True)
     started = time.perf_counter()
     try:  # a folder from elsewhere may hold anything: what does not load is said, not raised
         exported = exporters.ExportedModel.from_pretrained(
@@ -329,7 +331,10 @@ def find_runtime(
         )
     except Exception as error:
         return PackageLookup(
-            None, f"the {engine} {dtype} export in {folder} does not load ({named_first_line(error)})", True
+            None,
+            f"the {engine} {dtype} export in {folder} does not load ({named_first_line(error)})",
+            True,
+            held=True,
         )
     graphs = {name: _RunnerGraph(runner) for name, runner in exported.runners.items()}
     decoding = ExportedDecoding(graphs, description=f"{RUNTIMES[engine].label} {dtype}")
