@@ -193,6 +193,9 @@ def timed_child(command: list[str], clock: str, env: dict[str, str] | None = Non
     wall = time.perf_counter() - start
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:4])} ... failed:\n{result.stderr[-2000:]}")
+    for line in result.stderr.splitlines():  # what translate chose, and why: kept with the run's log
+        if line.startswith("hf-graphtf: "):
+            print(f"  {line}", file=sys.stderr, flush=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu if clock == "cpu" else wall
@@ -278,6 +281,10 @@ def _end_to_end_jobs(
         output = work / f"out-{dtype}-{engine}.txt"
         command = [*translate, "--dtype", dtype, "--engine", engine, "--output", str(output)]
         jobs.append((f"hf-graphtf translate, linked, --dtype {dtype} --engine {engine}", command, output, {}))
+    if args.exported or args.runtimes:  # the folder holds those exports: what translate takes with no flags
+        output = work / "out-no-flags.txt"
+        command = [*translate, "--output", str(output)]
+        jobs.append(("hf-graphtf translate, linked, no --dtype or --engine", command, output, {}))
     for mode in args.compiled:
         # one compiler cache per mode, thread count and beam size, empty until its first run
         cache = {"TORCHINDUCTOR_CACHE_DIR": str(work / f"compiler-cache-{mode}-{threads}-{beams}")}
