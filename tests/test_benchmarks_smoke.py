@@ -446,3 +446,10 @@ def test_link_saves_joins_keeps_the_joins_for_the_run_and_restores_the_rule_afte
     assert attention_link.saves_halves is rule
     with common.link_saves("auto"):
         assert attention_link.saves_halves is rule
+
+
+def test_the_benchmarks_readme_names_every_script_there():
+    """recipes/benchmarks/README.md is the folder's index: each script in it has its row."""
+    readme = (BENCHMARKS / "README.md").read_text(encoding="utf-8")
+    scripts = sorted(path.name for pattern in ("*.py", "*.sh") for path in BENCHMARKS.glob(pattern))
+    assert [name for name in scripts if f"`{name}`" not in readme] == []
