@@ -52,7 +52,8 @@ def _runtime_export(folder, engine: str, dtype: str) -> None:
 @pytest.fixture
 def model_folder(tmp_path, monkeypatch):
     """A folder with an onnx int8 and fp32 export and an openvino fp32 one, on a host with both runtimes."""
-    monkeypatch.setattr(runtimes, "runtime_problem", lambda engine: None)
+    real = runtimes.importlib.util.find_spec
+    monkeypatch.setattr(runtimes.importlib.util, "find_spec", lambda name, *a: real(name, *a) or object())
     folder = tmp_path / "model"
     folder.mkdir()
     for engine, dtype in (("onnx", "int8"), ("onnx", "fp32"), ("openvino", "fp32")):
@@ -69,13 +70,14 @@ def test_a_left_out_dtype_takes_the_models_best_package_and_says_why(model_folde
     pick = pick_package(model_folder)
     assert (pick.dtype, pick.engines) == ("int8", ("onnx",))
     assert pick.reason == (
-        "translating in int8, the model's exported onnx package (int8 first: avx512_vnni; also there: onnx fp32, "
+        "translating in int8, as the model's onnx export (int8 first: avx512_vnni; also there: onnx fp32, "
         "openvino fp32)"
     )
     _host(monkeypatch, AVX2_ONLY)
     pick = pick_package(model_folder)
     assert (pick.dtype, pick.engines) == ("fp32", ("openvino", "onnx"))
-    assert "openvino first: the runtime of this CPU's vendor (GenuineIntel)" in pick.reason
+    assert pick.reason.startswith("translating in fp32, as the model's openvino and onnx exports (the dtype of its")
+    assert "openvino first on this GenuineIntel CPU: its vendor's runtime" in pick.reason
     assert pick_package(model_folder, engine="openvino").engines == ("openvino",)  # a named engine: its own
 
 
@@ -83,7 +85,7 @@ def test_the_setup_carries_the_pick_and_only_auto_is_replaced(model_folder, monk
     _host(monkeypatch, AMD_AVX512)
     setup = resolve_setup("auto", "cpu", model_folder)
     assert (setup.dtype, setup.requested, setup.engines) == ("int8", "auto", ("onnx",))
-    assert setup.reason.startswith("translating in int8, the model's exported onnx package")
+    assert setup.reason.startswith("translating in int8, as the model's onnx export")
     for requested, engine, compile in (("fp32", "auto", "off"), ("auto", "eager", "off"), ("auto", "auto", "on")):
         setup = resolve_setup(requested, "cpu", model_folder, engine=engine, compile=compile)
         assert setup.engines == () and setup.dtype != "int8", (requested, engine, compile)
@@ -100,7 +102,10 @@ def test_a_folder_without_packages_translates_in_autos_float(tmp_path, monkeypat
 
 def test_a_runtime_not_installed_does_not_count(model_folder, monkeypatch):
     _host(monkeypatch, AMD_AVX512)
-    monkeypatch.setattr(runtimes, "runtime_problem", lambda engine: "missing" if engine == "onnx" else None)
+    real = runtimes.importlib.util.find_spec
+    monkeypatch.setattr(
+        runtimes.importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a)
+    )
     pick = pick_package(model_folder)
     assert (pick.dtype, pick.engines) == ("fp32", ("openvino",))
 
@@ -119,7 +124,7 @@ def test_an_aoti_package_the_folder_carries_counts_only_where_trusted(tmp_path, 
     (carried / MANIFEST).write_text(json.dumps({"dtype": "int8"}), encoding="utf-8")
     assert pick_package(folder) is None
     assert pick_package(folder, trust_exported=True) == engine_choice.PackagePick(
-        "int8", ("aoti",), "translating in int8, the model's exported aoti package (int8 first: avx512_vnni)"
+        "int8", ("aoti",), "translating in int8, as the model's aoti export (int8 first: avx512_vnni)"
     )
     monkeypatch.setenv(package_store.TRUST_ENV, "1")
     assert pick_package(folder).engines == ("aoti",)

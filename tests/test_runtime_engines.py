@@ -212,15 +212,15 @@ def test_an_onnx_int8_export_quantizes_the_products_and_says_how(linked, tmp_pat
     assert "activations scaled per tensor" in model.decoding_setup.reason
     translated = translate_texts(tokenizer, model, TEXTS, progress=False, batch_size=2, max_new_tokens=10)
     assert len(translated) == len(TEXTS) and any(translated)
-    with pytest.raises(ExportError, match="exports fp32, not int8"):
-        runtimes.export_runtime(folder, "int8", engine="openvino")
+    with pytest.raises(ExportError, match="the onnx engine exports fp32, int8, not bf16"):
+        runtimes.export_runtime(folder, "bf16", engine="onnx")
     _on_host(monkeypatch)
     (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     argv = ["translate", "--model", str(folder), "--input", str(tmp_path / "in.txt"), "--max-new-tokens", "10"]
     capsys.readouterr()
     assert cli.main([*argv, "--output", str(tmp_path / "no-flags.txt")]) == 0
     said = capsys.readouterr().err
-    assert "translating in int8, the model's exported onnx package (int8 first: avx512_vnni" in said
+    assert "translating in int8, as the model's onnx export (int8 first: avx512_vnni" in said
     assert "decoding with ONNX Runtime (onnx int8 export" in said
     assert cli.main([*argv, "--dtype", "int8", "--engine", "onnx", "--output", str(tmp_path / "named.txt")]) == 0
     assert (tmp_path / "no-flags.txt").read_text() == (tmp_path / "named.txt").read_text()

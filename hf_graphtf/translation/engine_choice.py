@@ -80,8 +80,9 @@ def engine_reason(host: Host, chosen: str) -> str:
         return "aoti first: compiled for this CPU, its int8 scaled per row"
     vendor = host.vendor or "unknown"
     if _VENDOR_ENGINE.get(host.vendor) == chosen:
-        return f"{chosen} first: the runtime of this CPU's vendor ({vendor})"
-    return f"{chosen} first: no runtime of this CPU's vendor ({vendor}) to put before it"
+        return f"{chosen} first on this {vendor} CPU: its vendor's runtime"
+    leads = ", ".join(f"{engine} leads on {owner}" for owner, engine in _VENDOR_ENGINE.items())
+    return f"{chosen} first on this {vendor} CPU; {leads}"
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,8 @@ def pick_package(
     native, flag = host.computes(dtype)
     why = f"{dtype} first: {flag}" if native and dtype != "fp32" else f"the dtype of its package ({flag})"
     others = sorted(f"{name} {other}" for other, names in held.items() for name in names if other != dtype)
-    reason = f"translating in {dtype}, the model's exported {' and '.join(engines)} package ({why}"
+    exports = f"{', '.join(engines[:-1])} and {engines[-1]} exports" if len(engines) > 1 else f"{engines[0]} export"
+    reason = f"translating in {dtype}, as the model's {exports} ({why}"
     if len(engines) > 1:
         reason += f"; {engine_reason(host, engines[0])}"
     reason += f"; also there: {', '.join(others)})" if others else ")"

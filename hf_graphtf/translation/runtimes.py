@@ -298,9 +298,12 @@ def _misfit(folder: Path, engine: str, dtype: str, model_dir: str | os.PathLike[
 
 
 def holds_export(model_dir: str | os.PathLike[str], engine: str, dtype: str) -> bool:
-    """Whether ``model_dir`` holds an ``engine`` export in ``dtype`` and the runtime is installed (whether it
-    fits is `find_runtime`'s to say, once the model has loaded)."""
-    return (runtime_dir(model_dir, engine, dtype) / EXPORTERS_MANIFEST).is_file() and runtime_problem(engine) is None
+    """Whether ``model_dir`` holds an ``engine`` export in ``dtype`` and the runtime's modules are installed:
+    looked up, not imported (importing the exporters' runners costs a second and a half of start-up; whether
+    the export fits and loads is `find_runtime`'s to say, once the model has loaded)."""
+    modules = RUNTIMES[engine].modules
+    held = (runtime_dir(model_dir, engine, dtype) / EXPORTERS_MANIFEST).is_file()
+    return held and all(importlib.util.find_spec(module) is not None for module in modules)
 
 
 def find_runtime(
