@@ -40,6 +40,28 @@ def ending_model(family: str, name: str, *, must_end_early: bool = True):
     return model  # a few option sets of the whole matrix: every row ends at once, or none does
 
 
+#: the searches `translate` and `evaluate` run, with the generation options they pass or a config carries
+SEARCHES = {
+    "greedy": {"num_beams": 1},
+    "beam": {"num_beams": 3, "length_penalty": 0.6, "min_new_tokens": 2},
+}
+
+
+def assert_decodes_as_generate(model, decoding, label: str) -> dict[str, bool]:
+    """``decoding`` (an `ExportedDecoding`) gives ``model.generate``'s tokens on `sources`, in each of
+    `SEARCHES`; returns, per search, whether a sentence ended early (so that finished rows were decoded too)."""
+    input_ids, attention_mask = sources()
+    ended_early = {}
+    for search, options in SEARCHES.items():
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, **options)
+        with torch.inference_mode():
+            eager = model.generate(**kwargs)
+            exported = decoding.generate(model, **kwargs)
+        assert torch.equal(exported, eager), f"{label} {search}:\n{exported}\n{eager}"
+        ended_early[search] = bool((eager[:, 1:-1] == matrix.EOS).any())
+    return ended_early
+
+
 def sources() -> tuple[torch.Tensor, torch.Tensor]:
     """Four sources of different lengths, right-padded."""
     rows = [[5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15], [16, 17, 18, 19, 20], [21, 22]]

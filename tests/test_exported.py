@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 import torch
 from exported_build import (
+    SEARCHES,
     TEXTS,
+    assert_decodes_as_generate,
     broken_when_built,
     carrying,
     edit_config,
@@ -57,11 +59,6 @@ from hf_graphtf.translation.inference import load_model, translate_texts
 #: the default run's cases, one a family: the link in both stacks, the gated decoder link, and the graph
 #: encoder beside the decoder link (each export traces three graphs: seconds a case)
 FAST_CASES = (("marian", "al-both-cum"), ("bart", "graph-gate+al-dec-cum"), ("m2m_100", "al-dec-cum-gate"))
-#: the searches `translate` and `evaluate` run, with the generation options they pass or a config carries
-SEARCHES = {
-    "greedy": {"num_beams": 1},
-    "beam": {"num_beams": 3, "length_penalty": 0.6, "min_new_tokens": 2},
-}
 
 
 def _cases(fast: bool) -> list[tuple[str, str]]:
@@ -81,17 +78,10 @@ def _traced_decoding(model) -> ExportedDecoding:
 
 def _check_programs_decode_as_generate(family: str, name: str, must_end_early: bool = True) -> None:
     model = ending_model(family, name, must_end_early=must_end_early)
-    decoding = _traced_decoding(model)
-    input_ids, attention_mask = sources()
-    ended_early = False
-    for search, options in SEARCHES.items():
-        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, **options)
-        with torch.inference_mode():
-            eager = model.generate(**kwargs)
-            exported = decoding.generate(model, **kwargs)
-        assert torch.equal(exported, eager), f"{family} {name} {search}:\n{exported}\n{eager}"
-        ended_early |= bool((eager[:, 1:-1] == matrix.EOS).any())
-    assert ended_early or not must_end_early, "no sentence ended early: the check would not see finished hypotheses"
+    ended_early = assert_decodes_as_generate(model, _traced_decoding(model), f"{family} {name}")
+    assert any(ended_early.values()) or not must_end_early, (
+        "no sentence ended early: the check would not see finished hypotheses"
+    )
 
 
 @pytest.mark.parametrize("family,name", _cases(fast=True))

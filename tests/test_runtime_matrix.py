@@ -8,17 +8,12 @@ cases are in test_runtime_engines.py."""
 from __future__ import annotations
 
 import pytest
-import torch
-from exported_build import ending_model, sources
+from exported_build import assert_decodes_as_generate, ending_model
 
 from hf_graphtf.self_check import matrix
 from hf_graphtf.translation import runtimes
 from hf_graphtf.translation.inference import load_model
 
-SEARCHES = {
-    "greedy": {"num_beams": 1},
-    "beam": {"num_beams": 3, "length_penalty": 0.6, "min_new_tokens": 2},
-}
 CASES = [(family, name) for family in matrix.FAMILIES for name in matrix.options_for(family)]
 
 
@@ -33,10 +28,4 @@ def test_every_family_and_option_decodes_through_onnx_as_generate(tmp_path, tiny
     runtimes.export_runtime(folder, "fp32", engine="onnx", progress=lambda line: None)
     _, model = load_model(str(folder), "cpu", "fp32", engine="onnx")
     assert model.exported_decoding is not None, model.decoding_setup.reason
-    input_ids, attention_mask = sources()
-    for search, options in SEARCHES.items():
-        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, **options)
-        with torch.inference_mode():
-            eager = model.generate(**kwargs)
-            exported = model.exported_decoding.generate(model, **kwargs)
-        assert torch.equal(exported, eager), f"{family} {name} {search}:\n{exported}\n{eager}"
+    assert_decodes_as_generate(model, model.exported_decoding, f"{family} {name}")

@@ -337,19 +337,25 @@ def _aoti_runner(path: Path) -> Any:
     return AOTICompiledModel(torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1))
 
 
+def _may_open_carried(carried: Path, trust_exported: bool) -> bool:
+    """Whether the packages a model folder carries in ``carried`` may be opened: the user trusts them
+    (``trust_exported``, ``HF_GRAPHTF_TRUST_EXPORTED``) or their bytes are this user's own build. Decided from
+    the flag, the environment and the files' digests, before any package is opened."""
+    from .export_graphs import GRAPH_NAMES
+
+    trusted = trust_exported or package_store.trusted_by_environment()
+    return trusted or package_store.built_here([carried / f"{name}.pt2" for name in GRAPH_NAMES])
+
+
 def holds_package(model_dir: str | os.PathLike[str], dtype: str, *, trust_exported: bool = False) -> bool:
     """Whether `find_exported` would open a package of ``model_dir`` in ``dtype``: this user's build for this
     torch and CPU, or one the folder carries that is this user's or trusted. Nothing is opened as code; the
     weights are hashed only where this user has built anything (`packages.model_digest` keeps the digest)."""
-    from .export_graphs import GRAPH_NAMES
-
     if not Path(model_dir).is_dir():
         return False
     carried = export_dir(model_dir, dtype)
-    if (carried / MANIFEST).is_file():
-        trusted = trust_exported or package_store.trusted_by_environment()
-        if trusted or package_store.built_here([carried / f"{name}.pt2" for name in GRAPH_NAMES]):
-            return True
+    if (carried / MANIFEST).is_file() and _may_open_carried(carried, trust_exported):
+        return True
     if not any(package_store.store_root().glob(f"*/*/{MANIFEST}")):
         return False
     return (store_dir(model_dir, dtype) / MANIFEST).is_file()
@@ -362,7 +368,6 @@ def find_exported(
     first, else the one the model folder carries, only where its bytes are this user's build or it is trusted
     (``trust_exported``, ``HF_GRAPHTF_TRUST_EXPORTED``). An untrusted package is never opened, not even to
     check that it fits."""
-    from .export_graphs import GRAPH_NAMES
 
     if not Path(model_dir).is_dir():  # a Hub id: packages are built from a saved folder
         return PackageLookup(None, f"no exported {dtype} package for {model_dir} (it is not a local folder)", False)
@@ -376,8 +381,7 @@ def find_exported(
     if (own / MANIFEST).is_file():
         return _load_found(model, model_dir, dtype, own, "you built", digest)
     if (carried / MANIFEST).is_file():
-        trusted = trust_exported or package_store.trusted_by_environment()
-        if not (trusted or package_store.built_here([carried / f"{name}.pt2" for name in GRAPH_NAMES])):
+        if not _may_open_carried(carried, trust_exported):
             return PackageLookup(None, package_store.untrusted_line(carried, dtype, str(model_dir)), True, held=True)
         return _load_found(model, model_dir, dtype, carried, "the model folder carries", digest)
     earlier = _earlier_build(model_dir, dtype, digest, builds)

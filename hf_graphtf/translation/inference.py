@@ -286,7 +286,6 @@ def load_model(
     tokenizer, model = load_eager(name, device, dtype, attn_implementation, compile)
     mode = model.decoding_setup
     compiled = mode.compiled
-    model.exported_decoding = None
     if engine not in ("auto", "eager") and compiled:
         raise ExportError(f"engine {engine!r} decodes with an exported package; it does not compile as well")
     if compiled:

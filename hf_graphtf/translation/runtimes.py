@@ -146,17 +146,21 @@ _RUNTIME_RECORDS = (
 RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in _RUNTIME_RECORDS}
 
 
+def _missing_modules(modules: tuple[str, ...]) -> list[str]:
+    """Those of ``modules`` this install lacks: found or not by their spec, none of them imported."""
+    return [module for module in modules if importlib.util.find_spec(module) is None]
+
+
 def runtime_problem(name: str, building: str | None = None) -> str | None:
     """What this install lacks for the runtime ``name``, in one line, or None; ``building``: a dtype to build,
     whose quantizer may need more than the runtime (`Runtime.quantizer_needs`)."""
     import transformers
 
     runtime = RUNTIMES[name]
-    missing = [module for module in runtime.modules if importlib.util.find_spec(module) is None]
-    if missing:
+    if missing := _missing_modules(runtime.modules):
         return f"the {name} engine needs {', '.join(missing)}, not installed: pip install 'hf-graphtf[{runtime.extra}]'"
     modules, extra = runtime.quantizer_needs.get(building or "", ((), ""))
-    if missing := [module for module in modules if importlib.util.find_spec(module) is None]:
+    if missing := _missing_modules(modules):
         return (
             f"building {name} {building} needs {', '.join(missing)}, not installed: pip install 'hf-graphtf[{extra}]'"
         )
@@ -301,9 +305,8 @@ def holds_export(model_dir: str | os.PathLike[str], engine: str, dtype: str) -> 
     """Whether ``model_dir`` holds an ``engine`` export in ``dtype`` and the runtime's modules are installed:
     looked up, not imported (importing the exporters' runners costs a second and a half of start-up; whether
     the export fits and loads is `find_runtime`'s to say, once the model has loaded)."""
-    modules = RUNTIMES[engine].modules
     held = (runtime_dir(model_dir, engine, dtype) / EXPORTERS_MANIFEST).is_file()
-    return held and all(importlib.util.find_spec(module) is not None for module in modules)
+    return held and not _missing_modules(RUNTIMES[engine].modules)
 
 
 def find_runtime(
